@@ -1,0 +1,40 @@
+"""The config schema: every field a run reads, with the paper's defaults, and its validation.
+
+configs/*.py start from `defaults()` and change what their model needs; `--config.a.b=value` overrides are
+applied by ml_collections afterwards, so `validate` runs on the final config, before anything is built.
+"""
+import dataclasses
+
+import ml_collections
+
+from albert_jax.model import ConfigError, ModelConfig
+
+
+def defaults() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.model = ml_collections.ConfigDict(dataclasses.asdict(ModelConfig()))
+
+  config.data = ml_collections.ConfigDict()
+  config.data.max_seq_length = 512
+  config.data.max_predictions_per_seq = 20
+
+  config.train = ml_collections.ConfigDict()
+  config.train.batch_size = 4096  # global, over all hosts
+  config.train.num_steps = 125_000
+  return config
+
+
+def validate(config: ml_collections.ConfigDict) -> ModelConfig:
+  """Checks the whole config and returns the model's part as a ModelConfig; raises ConfigError naming the fix."""
+  model = ModelConfig.from_config(config.model)
+  data = config.data
+  if not 3 < data.max_seq_length <= model.max_position_embeddings:
+    raise ConfigError(f'config.data.max_seq_length {data.max_seq_length} must be above 3 ([CLS] A [SEP] B [SEP]) '
+                      f'and at most model.max_position_embeddings {model.max_position_embeddings}.')
+  if not 0 < data.max_predictions_per_seq <= data.max_seq_length:
+    raise ConfigError(f'config.data.max_predictions_per_seq {data.max_predictions_per_seq} must be in '
+                      f'1..max_seq_length ({data.max_seq_length}).')
+  for name in ('batch_size', 'num_steps'):
+    if config.train[name] < 1:
+      raise ConfigError(f'config.train.{name} must be positive, got {config.train[name]}.')
+  return model

@@ -1,0 +1,397 @@
+"""ALBERT in Flax linen: factorized embeddings, one shared post-LN block under nn.scan, MLM and SOP heads.
+
+Parameter layout (kernels are [in, ..., out], as in the original TF code and Flax):
+
+  embeddings/{word_embeddings,position_embeddings,token_type_embeddings}, embeddings/layer_norm
+  encoder/embedding_projection                 E -> H, only when E != H (as the original)
+  encoder/block/attention/{query,key,value,output,layer_norm}
+  encoder/block/ffn/{intermediate,output,layer_norm}
+  pooler                                       tanh dense on [CLS]
+  mlm_head/{transform,layer_norm,output_bias}  decoder tied to the word embeddings
+  sop_head                                     [H, 2]
+
+Cross-layer sharing: the encoder is `nn.scan` over ONE block with `variable_broadcast='params'`, so the compiled
+program is the same size for 12 or 48 layers. A part of the block that is not shared across all layers (the FFN
+under sharing='attention', everything under sharing='none', the groups of num_groups > 1) keeps its copies
+stacked on a leading 'layers' axis, and each scan step picks its copy by index.
+"""
+import dataclasses
+import difflib
+import math
+from typing import Any, Optional
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+LAYER_NORM_EPS = 1e-12  # The original uses 1e-12 everywhere, the MLM transform's LayerNorm included.
+MASK_BIAS = -10000.0  # Added to the attention scores of padded keys, as the original.
+
+SHARING = ('all', 'attention', 'ffn', 'none')
+ACTIVATIONS = {
+    # 'gelu' is the tanh approximation, as in the original TF code (HF calls it 'gelu_new').
+    'gelu': lambda x: jax.nn.gelu(x, approximate=True),
+    'gelu_exact': lambda x: jax.nn.gelu(x, approximate=False),
+    'relu': jax.nn.relu,
+    'tanh': jnp.tanh,
+    'linear': lambda x: x,
+}
+REMAT_POLICIES = {
+    'none': None,  # keep every activation of every layer
+    'full': jax.checkpoint_policies.nothing_saveable,  # recompute the whole block in the backward pass
+    'save_dots': jax.checkpoint_policies.checkpoint_dots,
+    'save_dots_no_batch': jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+DTYPES = ('float32', 'bfloat16', 'float16')
+
+
+class ConfigError(ValueError):
+  """A configuration that cannot work; the message names the field and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """The model's shape and numerics. Field names are those of `config.model` (DESIGN.md).
+
+  The defaults are ALBERT-base (Table 2 of the paper, the released v2 config).
+  """
+  vocab_size: int = 30000
+  embedding_size: int = 128
+  hidden_size: int = 768
+  num_layers: int = 12
+  num_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = 'gelu'
+  dropout_rate: float = 0.0
+  attention_dropout_rate: float = 0.0
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+  # Which parts of the block all layers share (paper Table 5): 'all' (ALBERT), 'attention' (FFN per layer),
+  # 'ffn' (attention per layer), 'none' (BERT).
+  sharing: str = 'all'
+  # The original code's num_hidden_groups / inner_group_num: layer i uses group i*num_groups//num_layers,
+  # and each layer runs inner_group_num blocks of its group.
+  num_groups: int = 1
+  inner_group_num: int = 1
+  dtype: str = 'float32'  # compute dtype; 'bfloat16' on TPU
+  param_dtype: str = 'float32'
+  remat: str = 'none'  # one of REMAT_POLICIES
+
+  def __post_init__(self):
+    def fail(msg):
+      raise ConfigError(f'config.model: {msg}')
+
+    for name in ('vocab_size', 'embedding_size', 'hidden_size', 'num_layers', 'num_heads', 'intermediate_size',
+                 'max_position_embeddings', 'type_vocab_size', 'num_groups', 'inner_group_num'):
+      value = getattr(self, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        fail(f'{name} must be a positive integer, got {value!r}.')
+    if self.hidden_size % self.num_heads:
+      fail(f'hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}; choose num_heads '
+           f'among the divisors of hidden_size (the released models use a head size of 64 or 128).')
+    if self.num_layers % self.num_groups:
+      fail(f'num_layers {self.num_layers} is not divisible by num_groups {self.num_groups}; each group must '
+           f'serve the same number of consecutive layers.')
+    if self.sharing not in SHARING:
+      fail(f'unknown sharing {self.sharing!r}; expected one of {", ".join(SHARING)} (paper Table 5).')
+    if self.sharing != 'all' and self.num_groups != 1:
+      fail(f"num_groups={self.num_groups} needs sharing='all': groups split the shared block, and "
+           f"sharing={self.sharing!r} already gives its unshared part one copy per layer.")
+    if self.hidden_act not in ACTIVATIONS:
+      fail(f'unknown hidden_act {self.hidden_act!r}; expected one of {", ".join(ACTIVATIONS)} '
+           f"('gelu' is the tanh approximation, as in the original).")
+    if self.remat not in REMAT_POLICIES:
+      fail(f'unknown remat {self.remat!r}; expected one of {", ".join(REMAT_POLICIES)}.')
+    for name in ('dtype', 'param_dtype'):
+      if getattr(self, name) not in DTYPES:
+        fail(f'{name} {getattr(self, name)!r} is not one of {", ".join(DTYPES)}.')
+    for name in ('dropout_rate', 'attention_dropout_rate'):
+      if not 0.0 <= getattr(self, name) < 1.0:
+        fail(f'{name} must be in [0, 1), got {getattr(self, name)!r}.')
+    if not self.initializer_range > 0:
+      fail(f'initializer_range must be positive, got {self.initializer_range!r}.')
+
+  @classmethod
+  def from_config(cls, model_config) -> 'ModelConfig':
+    """From `config.model` (a ConfigDict or dict); unknown fields are refused with the closest known name."""
+    values = dict(model_config)
+    known = [f.name for f in dataclasses.fields(cls)]
+    for name in values:
+      if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f' Did you mean {close[0]!r}?' if close else f' Known fields: {", ".join(known)}.'
+        raise ConfigError(f'config.model: unknown field {name!r}.{hint}')
+    return cls(**values)
+
+  @property
+  def head_dim(self) -> int:
+    return self.hidden_size // self.num_heads
+
+  @property
+  def num_blocks(self) -> int:
+    """Blocks executed per forward pass: every layer runs inner_group_num blocks."""
+    return self.num_layers * self.inner_group_num
+
+  @property
+  def attention_copies(self) -> int:
+    """Distinct attention parameter sets."""
+    return self.num_groups * self.inner_group_num if self.sharing in ('all', 'attention') else self.num_blocks
+
+  @property
+  def ffn_copies(self) -> int:
+    """Distinct feed-forward parameter sets."""
+    return self.num_groups * self.inner_group_num if self.sharing in ('all', 'ffn') else self.num_blocks
+
+  def block_copy(self, block_index, copies: int):
+    """Which of `copies` parameter sets the block at `block_index` (0 .. num_blocks-1) uses."""
+    if copies == self.num_blocks:
+      return block_index
+    layer, inner = block_index // self.inner_group_num, block_index % self.inner_group_num
+    group = layer * self.num_groups // self.num_layers
+    return group * self.inner_group_num + inner
+
+
+@flax.struct.dataclass
+class AlbertOutput:
+  sequence_output: jax.Array  # [batch, length, hidden]
+  pooled_output: jax.Array  # [batch, hidden]
+  mlm_logits: jax.Array  # [batch, predictions, vocab] at masked_lm_positions, else [batch, length, vocab]
+  sop_logits: jax.Array  # [batch, 2]; class 1 = swapped (SOP) or random next (NSP)
+
+
+def _init(config: ModelConfig):
+  # TF's truncated_normal_initializer: N(0, stddev) cut at 2 stddev and NOT rescaled (actual std ~0.88 stddev).
+  stddev = config.initializer_range
+  return lambda key, shape, dtype=jnp.float32: stddev * jax.random.truncated_normal(key, -2.0, 2.0, shape, dtype)
+
+
+def _layer_param(module: nn.Module, name: str, init, shape, axes, copies: int, copy):
+  """A parameter that is shared (copies == 1) or one of `copies` stacked along a leading 'layers' axis."""
+  dtype = jnp.dtype(module.config.param_dtype)
+  if copies == 1:
+    return module.param(name, nn.with_logical_partitioning(init, axes), shape, dtype)
+  stacked = module.param(name, nn.with_logical_partitioning(init, ('layers',) + axes), (copies,) + shape, dtype)
+  return jax.lax.dynamic_index_in_dim(stacked, copy, keepdims=False)
+
+
+class Dense(nn.Module):
+  """x @ kernel + bias over the last `len(in_shape)` axes of x, with any-rank kernels kept as einsum operands
+  (so head axes stay visible to the sharding rules)."""
+  config: ModelConfig
+  in_shape: tuple
+  out_shape: tuple
+  in_axes: tuple
+  out_axes: tuple
+  copies: int = 1
+
+  @nn.compact
+  def __call__(self, x, copy=None):
+    kernel = _layer_param(self, 'kernel', _init(self.config), self.in_shape + self.out_shape,
+                          self.in_axes + self.out_axes, self.copies, copy)
+    bias = _layer_param(self, 'bias', nn.initializers.zeros, self.out_shape, self.out_axes, self.copies, copy)
+    dtype = jnp.dtype(self.config.dtype)
+    n_in, n_out = len(self.in_shape), len(self.out_shape)
+    letters = 'abcdefgh'
+    contract, produce = letters[:n_in], letters[n_in:n_in + n_out]
+    y = jnp.einsum(f'...{contract},{contract}{produce}->...{produce}', x.astype(dtype), kernel.astype(dtype))
+    return y + bias.astype(dtype)
+
+
+class LayerNorm(nn.Module):
+  """LayerNorm over the last axis, statistics in float32, optionally one of stacked copies."""
+  config: ModelConfig
+  axis_name: str
+  copies: int = 1
+
+  @nn.compact
+  def __call__(self, x, copy=None):
+    features = x.shape[-1]
+    scale = _layer_param(self, 'scale', nn.initializers.ones, (features,), (self.axis_name,), self.copies, copy)
+    bias = _layer_param(self, 'bias', nn.initializers.zeros, (features,), (self.axis_name,), self.copies, copy)
+    x32 = x.astype(jnp.float32)
+    mean = x32.mean(-1, keepdims=True)
+    var = jnp.square(x32 - mean).mean(-1, keepdims=True)
+    y = (x32 - mean) * jax.lax.rsqrt(var + LAYER_NORM_EPS) * scale + bias
+    return y.astype(jnp.dtype(self.config.dtype))
+
+
+class Embeddings(nn.Module):
+  """Word, position and token-type embeddings in E space, then LayerNorm and dropout (still in E space)."""
+  config: ModelConfig
+  deterministic: bool = True
+
+  def setup(self):
+    cfg, init = self.config, _init(self.config)
+    param_dtype = jnp.dtype(cfg.param_dtype)
+    self.word_embeddings = self.param(
+        'word_embeddings', nn.with_logical_partitioning(init, ('vocab', 'embedding')),
+        (cfg.vocab_size, cfg.embedding_size), param_dtype)
+    self.position_embeddings = self.param(
+        'position_embeddings', nn.with_logical_partitioning(init, (None, 'embedding')),
+        (cfg.max_position_embeddings, cfg.embedding_size), param_dtype)
+    self.token_type_embeddings = self.param(
+        'token_type_embeddings', nn.with_logical_partitioning(init, (None, 'embedding')),
+        (cfg.type_vocab_size, cfg.embedding_size), param_dtype)
+    self.layer_norm = LayerNorm(cfg, 'embedding')
+    self.dropout = nn.Dropout(cfg.dropout_rate)
+
+  def __call__(self, input_ids, token_type_ids):
+    length = input_ids.shape[1]
+    x = (jnp.take(self.word_embeddings, input_ids, axis=0)
+         + jnp.take(self.token_type_embeddings, token_type_ids, axis=0)
+         + self.position_embeddings[None, :length])
+    x = self.layer_norm(x)
+    return self.dropout(x, deterministic=self.deterministic)
+
+  def attend(self, x):
+    """Logits against the word embeddings: the tied MLM decoder."""
+    dtype = jnp.dtype(self.config.dtype)
+    return jnp.einsum('...e,ve->...v', x.astype(dtype), self.word_embeddings.astype(dtype))
+
+
+class SelfAttention(nn.Module):
+  """Multi-head self-attention, output projection, residual, post-LayerNorm."""
+  config: ModelConfig
+  copies: int = 1
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, x, copy, mask_bias):
+    cfg = self.config
+    heads = (cfg.num_heads, cfg.head_dim)
+    project_in = lambda name: Dense(cfg, (cfg.hidden_size,), heads, ('hidden',), ('heads', 'head_dim'),
+                                    self.copies, name=name)(x, copy)
+    q, k, v = project_in('query'), project_in('key'), project_in('value')
+    scores = jnp.einsum('bqnd,bknd->bnqk', q, k).astype(jnp.float32) / math.sqrt(cfg.head_dim)
+    probs = jax.nn.softmax(scores + mask_bias, axis=-1)
+    probs = nn.Dropout(cfg.attention_dropout_rate)(probs, deterministic=self.deterministic)
+    context = jnp.einsum('bnqk,bknd->bqnd', probs.astype(v.dtype), v)
+    out = Dense(cfg, heads, (cfg.hidden_size,), ('heads', 'head_dim'), ('hidden',), self.copies,
+                name='output')(context, copy)
+    out = nn.Dropout(cfg.dropout_rate)(out, deterministic=self.deterministic)
+    return LayerNorm(cfg, 'hidden', self.copies, name='layer_norm')(x + out, copy)
+
+
+class FeedForward(nn.Module):
+  """H -> intermediate -> activation -> H, residual, post-LayerNorm."""
+  config: ModelConfig
+  copies: int = 1
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, x, copy):
+    cfg = self.config
+    h = Dense(cfg, (cfg.hidden_size,), (cfg.intermediate_size,), ('hidden',), ('mlp',), self.copies,
+              name='intermediate')(x, copy)
+    h = ACTIVATIONS[cfg.hidden_act](h)
+    h = nn.with_logical_constraint(h, ('batch', 'length', 'mlp'))
+    out = Dense(cfg, (cfg.intermediate_size,), (cfg.hidden_size,), ('mlp',), ('hidden',), self.copies,
+                name='output')(h, copy)
+    out = nn.Dropout(cfg.dropout_rate)(out, deterministic=self.deterministic)
+    return LayerNorm(cfg, 'hidden', self.copies, name='layer_norm')(x + out, copy)
+
+
+class Block(nn.Module):
+  """One transformer block; the scan body. Returns (carry, None) as nn.scan expects."""
+  config: ModelConfig
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, x, block_index, mask_bias):
+    cfg = self.config
+    attention_copies, ffn_copies = cfg.attention_copies, cfg.ffn_copies
+    x = SelfAttention(cfg, attention_copies, self.deterministic, name='attention')(
+        x, cfg.block_copy(block_index, attention_copies), mask_bias)
+    x = FeedForward(cfg, ffn_copies, self.deterministic, name='ffn')(x, cfg.block_copy(block_index, ffn_copies))
+    x = nn.with_logical_constraint(x, ('batch', 'length', 'hidden'))
+    return x, None
+
+
+class Encoder(nn.Module):
+  """E -> H projection (when E != H), then num_layers * inner_group_num applications of the shared block."""
+  config: ModelConfig
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, x, mask_bias):
+    cfg = self.config
+    if cfg.embedding_size != cfg.hidden_size:
+      x = Dense(cfg, (cfg.embedding_size,), (cfg.hidden_size,), ('embedding',), ('hidden',),
+                name='embedding_projection')(x)
+    x = nn.with_logical_constraint(x, ('batch', 'length', 'hidden'))
+    block = Block
+    if cfg.remat != 'none':
+      # prevent_cse=False is safe (and faster) inside scan, whose loop already stops the CSE remat guards against.
+      block = nn.remat(Block, prevent_cse=False, policy=REMAT_POLICIES[cfg.remat])
+    blocks = nn.scan(block, variable_broadcast='params', split_rngs={'params': False, 'dropout': True},
+                     in_axes=(0, nn.broadcast), length=cfg.num_blocks)
+    x, _ = blocks(cfg, self.deterministic, name='block')(x, jnp.arange(cfg.num_blocks), mask_bias)
+    return x
+
+
+class MLMHead(nn.Module):
+  """Dense H -> E, activation, LayerNorm, then logits against the tied word embeddings plus an output bias."""
+  config: ModelConfig
+
+  @nn.compact
+  def __call__(self, x, embeddings: Embeddings):
+    cfg = self.config
+    x = Dense(cfg, (cfg.hidden_size,), (cfg.embedding_size,), ('hidden',), ('embedding',), name='transform')(x)
+    x = ACTIVATIONS[cfg.hidden_act](x)
+    x = LayerNorm(cfg, 'embedding', name='layer_norm')(x)
+    bias = self.param('output_bias', nn.with_logical_partitioning(nn.initializers.zeros, ('vocab',)),
+                      (cfg.vocab_size,), jnp.dtype(cfg.param_dtype))
+    return (embeddings.attend(x) + bias.astype(jnp.dtype(cfg.dtype))).astype(jnp.float32)
+
+
+class Albert(nn.Module):
+  """ALBERT for pretraining: encoder, tanh pooler on [CLS], MLM head and sentence-order head."""
+  config: ModelConfig
+
+  @nn.compact
+  def __call__(self, input_ids, token_type_ids=None, attention_mask=None, masked_lm_positions=None,
+               deterministic: bool = True) -> AlbertOutput:
+    """input_ids, token_type_ids, attention_mask: int [batch, length]; attention_mask 1 = real token.
+
+    masked_lm_positions: optional int [batch, predictions]; MLM logits are computed only there (the original
+    does the same), otherwise at every position.
+    """
+    cfg = self.config
+    if token_type_ids is None:
+      token_type_ids = jnp.zeros_like(input_ids)
+    if attention_mask is None:
+      attention_mask = jnp.ones_like(input_ids)
+    if input_ids.shape[1] > cfg.max_position_embeddings:
+      raise ValueError(f'sequence length {input_ids.shape[1]} exceeds model.max_position_embeddings '
+                       f'{cfg.max_position_embeddings}.')
+    # [batch, 1, 1, key]: padded keys get -10000 before the softmax.
+    mask_bias = ((1.0 - attention_mask.astype(jnp.float32)) * MASK_BIAS)[:, None, None, :]
+
+    embeddings = Embeddings(cfg, deterministic, name='embeddings')
+    x = embeddings(input_ids, token_type_ids)
+    sequence_output = Encoder(cfg, deterministic, name='encoder')(x, mask_bias)
+
+    pooled_output = jnp.tanh(Dense(cfg, (cfg.hidden_size,), (cfg.hidden_size,), ('hidden',), ('hidden_out',),
+                                   name='pooler')(sequence_output[:, 0]))
+    sop_logits = Dense(cfg, (cfg.hidden_size,), (2,), ('hidden',), (None,), name='sop_head')(
+        pooled_output).astype(jnp.float32)
+
+    masked = sequence_output
+    if masked_lm_positions is not None:
+      masked = jnp.take_along_axis(sequence_output, masked_lm_positions[..., None], axis=1)
+    mlm_logits = MLMHead(cfg, name='mlm_head')(masked, embeddings)
+    return AlbertOutput(sequence_output=sequence_output, pooled_output=pooled_output,
+                        mlm_logits=mlm_logits, sop_logits=sop_logits)
+
+
+def init_params(model: Albert, rng: jax.Array, seq_len: int = 8) -> Any:
+  """Parameters (boxed with their logical axis names) for `model`, from a dummy batch of one sequence."""
+  ids = jnp.zeros((1, seq_len), jnp.int32)
+  return model.init({'params': rng}, ids, masked_lm_positions=jnp.zeros((1, 1), jnp.int32))['params']
+
+
+def abstract_params(model: Albert) -> Any:
+  """The shapes and dtypes of `init_params` without allocating anything."""
+  return jax.eval_shape(lambda rng: init_params(model, rng), jax.random.key(0))

@@ -1,0 +1,16 @@
+"""A tiny ALBERT that trains in minutes on a laptop CPU: H 64, 4 layers, E 32, all shared.
+
+COMMAND: python -m albert_jax.summary --config=configs/tiny.py
+"""
+from albert_jax.config import defaults
+
+
+def get_config(arg=None):
+  del arg
+  config = defaults()
+  config.model.update(vocab_size=2000, embedding_size=32, hidden_size=64, num_layers=4, num_heads=4,
+                      intermediate_size=256, max_position_embeddings=128)
+  config.data.max_seq_length = 128
+  config.train.batch_size = 32
+  config.train.num_steps = 2000
+  return config
