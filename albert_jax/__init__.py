@@ -1,0 +1,1 @@
+from albert_jax.interop import from_pretrained

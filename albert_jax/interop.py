@@ -1,0 +1,450 @@
+"""Checkpoints in and out: ours (orbax), HuggingFace `AlbertForPreTraining` directories, original TF ALBERT.
+
+`from_pretrained(path)` tells the format from what is on disk. Each external format is one name table below;
+tensors move by reshape (our attention kernels keep a heads axis) and, for torch, a transpose.
+
+Grouped models (num_groups x inner_group_num distinct blocks) map to our stacked copies, copy g*K + k.
+A model of ours whose sharing HF and TF cannot express directly (sharing='attention', 'ffn', 'none') is exported
+as num_layers groups with the shared parts repeated: the same function, more stored values.
+"""
+import dataclasses
+import json
+import os
+import pathlib
+from typing import Any, Callable, Optional
+
+import jax
+import ml_collections
+import numpy as np
+
+from albert_jax.config import defaults, validate
+from albert_jax.model import LAYER_NORM_EPS, Albert, ModelConfig, abstract_params
+
+OURS_CONFIG = 'albert_jax.json'
+OURS_PARAMS = 'params'
+TF_CONFIG = 'albert_config.json'
+
+
+class CheckpointError(ValueError):
+  """A checkpoint that cannot be read or does not fit the model; the message names the file and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One tensor: its external name, its path in our tree, and how the layouts differ.
+
+  n_in: for kernels, how many leading axes of our kernel are inputs (the external tensor is 2-D [in, out]).
+  transpose: the external 2-D tensor is stored [out, in] (torch Linear, TF's seq_relationship/output_weights).
+  """
+  name: str
+  path: tuple
+  n_in: Optional[int] = None
+  transpose: bool = False
+
+
+def _kernel(name, path, n_in=1, transpose=False):
+  return Entry(name, path, n_in, transpose)
+
+
+# Parts of one block, as (our path under the block, HF suffix, TF suffix, kernel input axes or None).
+_BLOCK = [
+    (('attention', 'query', 'kernel'), 'attention.query.weight', 'attention_1/self/query/kernel', 1),
+    (('attention', 'query', 'bias'), 'attention.query.bias', 'attention_1/self/query/bias', None),
+    (('attention', 'key', 'kernel'), 'attention.key.weight', 'attention_1/self/key/kernel', 1),
+    (('attention', 'key', 'bias'), 'attention.key.bias', 'attention_1/self/key/bias', None),
+    (('attention', 'value', 'kernel'), 'attention.value.weight', 'attention_1/self/value/kernel', 1),
+    (('attention', 'value', 'bias'), 'attention.value.bias', 'attention_1/self/value/bias', None),
+    (('attention', 'output', 'kernel'), 'attention.dense.weight', 'attention_1/output/dense/kernel', 2),
+    (('attention', 'output', 'bias'), 'attention.dense.bias', 'attention_1/output/dense/bias', None),
+    (('attention', 'layer_norm', 'scale'), 'attention.LayerNorm.weight', 'LayerNorm/gamma', None),
+    (('attention', 'layer_norm', 'bias'), 'attention.LayerNorm.bias', 'LayerNorm/beta', None),
+    (('ffn', 'intermediate', 'kernel'), 'ffn.weight', 'ffn_1/intermediate/dense/kernel', 1),
+    (('ffn', 'intermediate', 'bias'), 'ffn.bias', 'ffn_1/intermediate/dense/bias', None),
+    (('ffn', 'output', 'kernel'), 'ffn_output.weight', 'ffn_1/intermediate/output/dense/kernel', 1),
+    (('ffn', 'output', 'bias'), 'ffn_output.bias', 'ffn_1/intermediate/output/dense/bias', None),
+    (('ffn', 'layer_norm', 'scale'), 'full_layer_layer_norm.weight', 'LayerNorm_1/gamma', None),
+    (('ffn', 'layer_norm', 'bias'), 'full_layer_layer_norm.bias', 'LayerNorm_1/beta', None),
+]
+
+
+def _hf_entries(num_groups: int, inner: int, projection: bool) -> list:
+  e = [Entry('albert.embeddings.word_embeddings.weight', ('embeddings', 'word_embeddings')),
+       Entry('albert.embeddings.position_embeddings.weight', ('embeddings', 'position_embeddings')),
+       Entry('albert.embeddings.token_type_embeddings.weight', ('embeddings', 'token_type_embeddings')),
+       Entry('albert.embeddings.LayerNorm.weight', ('embeddings', 'layer_norm', 'scale')),
+       Entry('albert.embeddings.LayerNorm.bias', ('embeddings', 'layer_norm', 'bias')),
+       _kernel('albert.pooler.weight', ('pooler', 'kernel'), transpose=True),
+       Entry('albert.pooler.bias', ('pooler', 'bias')),
+       _kernel('predictions.dense.weight', ('mlm_head', 'transform', 'kernel'), transpose=True),
+       Entry('predictions.dense.bias', ('mlm_head', 'transform', 'bias')),
+       Entry('predictions.LayerNorm.weight', ('mlm_head', 'layer_norm', 'scale')),
+       Entry('predictions.LayerNorm.bias', ('mlm_head', 'layer_norm', 'bias')),
+       Entry('predictions.bias', ('mlm_head', 'output_bias')),
+       _kernel('sop_classifier.classifier.weight', ('sop_head', 'kernel'), transpose=True),
+       Entry('sop_classifier.classifier.bias', ('sop_head', 'bias'))]
+  if projection:
+    e += [_kernel('albert.encoder.embedding_hidden_mapping_in.weight', ('encoder', 'embedding_projection', 'kernel'),
+                  transpose=True),
+          Entry('albert.encoder.embedding_hidden_mapping_in.bias', ('encoder', 'embedding_projection', 'bias'))]
+  for g in range(num_groups):
+    for k in range(inner):
+      for path, hf, _, n_in in _BLOCK:
+        e.append(Entry(f'albert.encoder.albert_layer_groups.{g}.albert_layers.{k}.{hf}',
+                       ('block', g * inner + k) + path, n_in, transpose=n_in is not None))
+  return e
+
+
+def _tf_entries(num_groups: int, inner: int, projection: bool) -> list:
+  e = [Entry('bert/embeddings/word_embeddings', ('embeddings', 'word_embeddings')),
+       Entry('bert/embeddings/position_embeddings', ('embeddings', 'position_embeddings')),
+       Entry('bert/embeddings/token_type_embeddings', ('embeddings', 'token_type_embeddings')),
+       Entry('bert/embeddings/LayerNorm/gamma', ('embeddings', 'layer_norm', 'scale')),
+       Entry('bert/embeddings/LayerNorm/beta', ('embeddings', 'layer_norm', 'bias')),
+       _kernel('bert/pooler/dense/kernel', ('pooler', 'kernel')),
+       Entry('bert/pooler/dense/bias', ('pooler', 'bias')),
+       _kernel('cls/predictions/transform/dense/kernel', ('mlm_head', 'transform', 'kernel')),
+       Entry('cls/predictions/transform/dense/bias', ('mlm_head', 'transform', 'bias')),
+       Entry('cls/predictions/transform/LayerNorm/gamma', ('mlm_head', 'layer_norm', 'scale')),
+       Entry('cls/predictions/transform/LayerNorm/beta', ('mlm_head', 'layer_norm', 'bias')),
+       Entry('cls/predictions/output_bias', ('mlm_head', 'output_bias')),
+       # Stored [2, H] (out, in), unlike every other TF kernel.
+       _kernel('cls/seq_relationship/output_weights', ('sop_head', 'kernel'), transpose=True),
+       Entry('cls/seq_relationship/output_bias', ('sop_head', 'bias'))]
+  if projection:
+    e += [_kernel('bert/encoder/embedding_hidden_mapping_in/kernel', ('encoder', 'embedding_projection', 'kernel')),
+          Entry('bert/encoder/embedding_hidden_mapping_in/bias', ('encoder', 'embedding_projection', 'bias'))]
+  for g in range(num_groups):
+    for k in range(inner):
+      for path, _, tf, n_in in _BLOCK:
+        e.append(Entry(f'bert/encoder/transformer/group_{g}/inner_group_{k}/{tf}', ('block', g * inner + k) + path,
+                       n_in))
+  return e
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Our tree <-> a flat list of per-block trees (what HF and TF store as groups x inner layers).
+
+def _get(tree, path):
+  for key in path:
+    tree = tree[key]
+  return tree
+
+
+def _set(tree, path, value):
+  for key in path[:-1]:
+    tree = tree.setdefault(key, {})
+  tree[path[-1]] = value
+
+
+def _export_layout(cfg: ModelConfig):
+  """(num_groups, inner_group_num) of the exported model: ours when sharing='all', else one group per layer."""
+  return (cfg.num_groups, cfg.inner_group_num) if cfg.sharing == 'all' else (cfg.num_layers, cfg.inner_group_num)
+
+
+def _blocks_of(params, cfg: ModelConfig) -> list:
+  """The distinct blocks as the export layout orders them: block j = group j // K, inner layer j % K."""
+  groups, inner = _export_layout(cfg)
+  stored = params['encoder']['block']
+  blocks = []
+  for j in range(groups * inner):
+    # The first layer of group g runs blocks (g * L // G) * K + k.
+    first_block = (j // inner) * cfg.num_layers // groups * inner + j % inner
+    block = {}
+    for part, copies in (('attention', cfg.attention_copies), ('ffn', cfg.ffn_copies)):
+      copy = cfg.block_copy(first_block, copies)
+      block[part] = jax.tree.map(lambda x: np.asarray(x[copy]) if copies > 1 else np.asarray(x), stored[part])
+    blocks.append(block)
+  return blocks
+
+
+def _to_external(params, cfg: ModelConfig, entries_fn: Callable) -> dict:
+  groups, inner = _export_layout(cfg)
+  projection = 'embedding_projection' in params['encoder']
+  tree = {k: v for k, v in params.items() if k != 'encoder'}
+  tree['block'] = _blocks_of(params, cfg)
+  if projection:
+    tree['encoder'] = {'embedding_projection': params['encoder']['embedding_projection']}
+  out = {}
+  for e in entries_fn(groups, inner, projection):
+    x = np.asarray(_get(tree, e.path), np.float32)
+    if e.n_in is not None:
+      x = x.reshape(int(np.prod(x.shape[:e.n_in])), -1)
+      if e.transpose:
+        x = x.T
+    elif x.ndim > 1 and e.path[-1] == 'bias':
+      x = x.reshape(-1)
+    out[e.name] = np.ascontiguousarray(x)
+  return out
+
+
+def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source: str) -> dict:
+  """Our params (numpy) from external tensors, checked against the shapes the config implies."""
+  target = _unboxed_shapes(cfg)
+  projection = cfg.embedding_size != cfg.hidden_size
+  entries = entries_fn(cfg.num_groups, cfg.inner_group_num, projection)
+  missing = [e.name for e in entries if e.name not in tensors]
+  if missing:
+    raise CheckpointError(f'{source} lacks {len(missing)} tensors the config implies, e.g. {missing[:3]}; '
+                          f'the checkpoint is truncated or its config does not describe it.')
+  copies = cfg.num_groups * cfg.inner_group_num
+  params, stacks = {}, {}
+  for e in entries:
+    x = np.asarray(tensors[e.name], np.float32)
+    stacked_part = e.path[0] == 'block' and copies > 1
+    our_path = ('encoder', 'block') + e.path[2:] if e.path[0] == 'block' else e.path
+    shape = _get(target, our_path).shape[1 if stacked_part else 0:]
+    if e.transpose:
+      x = x.T
+    if x.size != int(np.prod(shape)):
+      raise CheckpointError(f'{source}: {e.name} has shape {x.shape}, but the config implies {shape}; '
+                            f'the config does not describe this checkpoint.')
+    if stacked_part:
+      if our_path not in stacks:
+        stacks[our_path] = np.zeros((copies,) + shape, np.float32)
+      stacks[our_path][e.path[1]] = x.reshape(shape)
+    else:
+      _set(params, our_path, x.reshape(shape))
+  for our_path, stacked in stacks.items():
+    _set(params, our_path, stacked)
+  return params
+
+
+def _unboxed_shapes(cfg: ModelConfig):
+  import flax.linen as nn
+  return nn.unbox(abstract_params(Albert(cfg)))
+
+
+def _full_config(model: ModelConfig) -> ml_collections.ConfigDict:
+  config = defaults()
+  config.model.update(dataclasses.asdict(model))
+  return config
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HuggingFace.
+
+_HF_ACT_TO_OURS = {'gelu_new': 'gelu', 'gelu_pytorch_tanh': 'gelu', 'gelu_fast': 'gelu', 'gelu': 'gelu_exact',
+                   'relu': 'relu', 'tanh': 'tanh', 'linear': 'linear'}
+_OURS_ACT_TO_HF = {'gelu': 'gelu_new', 'gelu_exact': 'gelu', 'relu': 'relu', 'tanh': 'tanh', 'linear': 'linear'}
+
+
+def _model_config_from_json(c: dict, act_map: dict, source: str) -> ModelConfig:
+  act = c.get('hidden_act', 'gelu_new' if act_map is _HF_ACT_TO_OURS else 'gelu')
+  if act not in act_map:
+    raise CheckpointError(f'{source}: hidden_act {act!r} is not supported; known: {", ".join(act_map)}.')
+  eps = c.get('layer_norm_eps', LAYER_NORM_EPS)
+  if abs(eps - LAYER_NORM_EPS) > 1e-15:
+    raise CheckpointError(f'{source}: layer_norm_eps {eps} differs from the original ALBERT\'s {LAYER_NORM_EPS}, '
+                          f'which albert_jax uses everywhere.')
+  return ModelConfig(
+      vocab_size=c['vocab_size'], embedding_size=c['embedding_size'], hidden_size=c['hidden_size'],
+      num_layers=c['num_hidden_layers'], num_heads=c['num_attention_heads'],
+      intermediate_size=c['intermediate_size'], hidden_act=act_map[act],
+      dropout_rate=float(c.get('hidden_dropout_prob', 0.0)),
+      attention_dropout_rate=float(c.get('attention_probs_dropout_prob', 0.0)),
+      max_position_embeddings=c.get('max_position_embeddings', 512), type_vocab_size=c.get('type_vocab_size', 2),
+      initializer_range=c.get('initializer_range', 0.02), sharing='all',
+      num_groups=c.get('num_hidden_groups', 1), inner_group_num=c.get('inner_group_num', 1))
+
+
+def _config_json(cfg: ModelConfig, act_map: dict) -> dict:
+  groups, inner = _export_layout(cfg)
+  return {'vocab_size': cfg.vocab_size, 'embedding_size': cfg.embedding_size, 'hidden_size': cfg.hidden_size,
+          'num_hidden_layers': cfg.num_layers, 'num_hidden_groups': groups, 'inner_group_num': inner,
+          'num_attention_heads': cfg.num_heads, 'intermediate_size': cfg.intermediate_size,
+          'hidden_act': act_map[cfg.hidden_act], 'hidden_dropout_prob': cfg.dropout_rate,
+          'attention_probs_dropout_prob': cfg.attention_dropout_rate,
+          'max_position_embeddings': cfg.max_position_embeddings, 'type_vocab_size': cfg.type_vocab_size,
+          'initializer_range': cfg.initializer_range}
+
+
+def hf_state_dict(params, cfg: ModelConfig) -> dict:
+  """HF `AlbertForPreTraining` tensors (numpy, torch layouts) from our params."""
+  tensors = _to_external(params, cfg, _hf_entries)
+  if cfg.embedding_size == cfg.hidden_size:
+    # HF always has the E -> H mapping; the original (and we) have none when E == H: export the identity.
+    tensors['albert.encoder.embedding_hidden_mapping_in.weight'] = np.eye(cfg.hidden_size, dtype=np.float32)
+    tensors['albert.encoder.embedding_hidden_mapping_in.bias'] = np.zeros(cfg.hidden_size, np.float32)
+  return tensors
+
+
+def save_hf(directory, params, cfg: ModelConfig) -> None:
+  """Writes config.json and model.safetensors that `AlbertForPreTraining.from_pretrained` loads."""
+  from safetensors.numpy import save_file
+  directory = pathlib.Path(directory)
+  directory.mkdir(parents=True, exist_ok=True)
+  hf_config = {'architectures': ['AlbertForPreTraining'], 'model_type': 'albert', **_config_json(cfg, _OURS_ACT_TO_HF),
+               'layer_norm_eps': LAYER_NORM_EPS, 'classifier_dropout_prob': 0.1, 'pad_token_id': 0,
+               'bos_token_id': 2, 'eos_token_id': 3, 'tie_word_embeddings': True}
+  save_file(hf_state_dict(params, cfg), str(directory / 'model.safetensors'), metadata={'format': 'pt'})
+  (directory / 'config.json').write_text(json.dumps(hf_config, indent=2) + '\n')
+
+
+def _read_hf_tensors(directory: pathlib.Path) -> dict:
+  if (directory / 'model.safetensors').exists():
+    from safetensors.numpy import load_file
+    return _safetensors(load_file, directory / 'model.safetensors')
+  if (directory / 'model.safetensors.index.json').exists():
+    from safetensors.numpy import load_file
+    files = sorted(set(json.loads((directory / 'model.safetensors.index.json').read_text())['weight_map'].values()))
+    return {k: v for f in files for k, v in _safetensors(load_file, directory / f).items()}
+  try:
+    import torch
+  except ImportError as e:
+    raise CheckpointError(f'{directory}/pytorch_model.bin needs torch to read: pip install "albert_jax[hf]", '
+                          f'or convert the directory to safetensors.') from e
+  try:
+    state = torch.load(directory / 'pytorch_model.bin', map_location='cpu', weights_only=True)
+  except Exception as e:  # torch raises several types for a damaged zip/pickle
+    raise CheckpointError(f'{directory}/pytorch_model.bin cannot be read ({e}); it is truncated or corrupt.') from e
+  return {k: v.float().numpy() for k, v in state.items()}
+
+
+def _safetensors(load_file, path) -> dict:
+  try:
+    return load_file(str(path))
+  except Exception as e:  # safetensors raises SafetensorError for a truncated header or body
+    raise CheckpointError(f'{path} cannot be read ({e}); it is truncated or corrupt: download or export it '
+                          f'again.') from e
+
+
+def load_hf(directory) -> tuple:
+  directory = pathlib.Path(directory)
+  hf_config = json.loads((directory / 'config.json').read_text())
+  if hf_config.get('model_type') != 'albert':
+    raise CheckpointError(f'{directory}/config.json has model_type {hf_config.get("model_type")!r}, not "albert".')
+  cfg = _model_config_from_json(hf_config, _HF_ACT_TO_OURS, f'{directory}/config.json')
+  tensors = _read_hf_tensors(directory)
+  tensors = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in tensors.items()}
+  if cfg.embedding_size == cfg.hidden_size:
+    w = tensors.get('albert.encoder.embedding_hidden_mapping_in.weight')
+    b = tensors.get('albert.encoder.embedding_hidden_mapping_in.bias')
+    if w is not None and not (np.array_equal(w, np.eye(cfg.hidden_size)) and not np.any(b)):
+      raise CheckpointError(f'{directory}: embedding_size == hidden_size but embedding_hidden_mapping_in is not '
+                            f'the identity. albert_jax follows the original ALBERT, which has no E -> H mapping '
+                            f'when E == H, so it cannot hold this model exactly.')
+  return cfg, _from_external(tensors, cfg, _hf_entries, str(directory))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Original TF ALBERT (TF1 name-based checkpoints plus albert_config.json).
+
+def _tf_prefix(path: pathlib.Path) -> Optional[pathlib.Path]:
+  """The checkpoint prefix for a prefix path, or for a directory holding one (newest by TF's `checkpoint` file)."""
+  if pathlib.Path(str(path) + '.index').exists():
+    return path
+  if path.is_dir():
+    import tensorflow as tf
+    latest = tf.train.latest_checkpoint(str(path))
+    if latest:
+      return pathlib.Path(latest)
+    indexes = sorted(path.glob('*.index'))
+    if indexes:
+      return pathlib.Path(str(indexes[-1])[:-len('.index')])
+  return None
+
+
+def load_tf(path) -> tuple:
+  import tensorflow as tf
+  prefix = _tf_prefix(pathlib.Path(path))
+  config_file = (prefix.parent if prefix else pathlib.Path(path)) / TF_CONFIG
+  if not config_file.exists():
+    raise CheckpointError(f'{config_file} is missing: an original ALBERT checkpoint needs its albert_config.json '
+                          f'beside it (it ships in the release tarball).')
+  cfg = _model_config_from_json(json.loads(config_file.read_text()), {a: a for a in _OURS_ACT_TO_HF},
+                                str(config_file))
+  try:
+    reader = tf.train.load_checkpoint(str(prefix))
+    names = [n for n in reader.get_variable_to_shape_map() if not n.endswith(('adam_m', 'adam_v', 'lamb_m', 'lamb_v'))
+             and n != 'global_step']
+    tensors = {n[len('module/'):] if n.startswith('module/') else n: reader.get_tensor(n) for n in names}
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError(f'TF checkpoint {prefix} cannot be read ({e}); it is truncated or corrupt.') from e
+  return cfg, _from_external(tensors, cfg, _tf_entries, str(prefix))
+
+
+def save_tf(directory, params, cfg: ModelConfig) -> None:
+  """Writes an original-format TF1 checkpoint (model.ckpt) and albert_config.json that the original code loads."""
+  import tensorflow as tf
+  directory = pathlib.Path(directory)
+  directory.mkdir(parents=True, exist_ok=True)
+  tensors = _to_external(params, cfg, _tf_entries)
+  with tf.Graph().as_default():
+    variables = [tf.compat.v1.get_variable(name, initializer=value) for name, value in tensors.items()]
+    saver = tf.compat.v1.train.Saver(variables)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      saver.save(session, str(directory / 'model.ckpt'), write_meta_graph=False)
+  (directory / TF_CONFIG).write_text(json.dumps(_config_json(cfg, {a: a for a in _OURS_ACT_TO_HF}), indent=2) + '\n')
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Ours: the full config as JSON plus the parameters as an orbax checkpoint.
+
+def save(directory, params, config: ml_collections.ConfigDict) -> None:
+  import orbax.checkpoint as ocp
+  directory = pathlib.Path(directory).absolute()
+  validate(config)
+  directory.mkdir(parents=True, exist_ok=True)
+  with ocp.StandardCheckpointer() as checkpointer:
+    checkpointer.save(directory / OURS_PARAMS, jax.tree.map(np.asarray, params), force=True)
+  # Written last: a directory with the JSON has complete parameters.
+  (directory / OURS_CONFIG).write_text(config.to_json_best_effort(indent=2) + '\n')
+
+
+def load(directory) -> tuple:
+  import orbax.checkpoint as ocp
+  directory = pathlib.Path(directory).absolute()
+  config = defaults()
+  config.update_from_flattened_dict(
+      {k: v for k, v in _flatten(json.loads((directory / OURS_CONFIG).read_text())).items()})
+  cfg = validate(config)
+  target = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), _unboxed_shapes(cfg))
+  try:
+    with ocp.StandardCheckpointer() as checkpointer:
+      params = checkpointer.restore(directory / OURS_PARAMS, target)
+  except Exception as e:  # orbax/tensorstore raise many types for missing or damaged files
+    raise CheckpointError(f'{directory / OURS_PARAMS} cannot be restored ({type(e).__name__}: {e}); it is '
+                          f'incomplete or does not match {OURS_CONFIG}.') from e
+  return config, params
+
+
+def _flatten(tree: dict, prefix: str = '') -> dict:
+  out = {}
+  for k, v in tree.items():
+    if isinstance(v, dict):
+      out.update(_flatten(v, f'{prefix}{k}.'))
+    else:
+      out[f'{prefix}{k}'] = v
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def detect_format(path) -> str:
+  path = pathlib.Path(path)
+  if (path / OURS_CONFIG).exists():
+    return 'albert_jax'
+  if (path / 'config.json').exists() and any(
+      (path / f).exists() for f in ('model.safetensors', 'model.safetensors.index.json', 'pytorch_model.bin')):
+    return 'hf'
+  if pathlib.Path(str(path) + '.index').exists() or (path.is_dir() and any(path.glob('*.index'))):
+    return 'tf'
+  raise CheckpointError(
+      f'{path}: no checkpoint found. Expected one of: an albert_jax directory ({OURS_CONFIG} + {OURS_PARAMS}/), '
+      f'a HuggingFace directory (config.json + model.safetensors or pytorch_model.bin), or an original TF '
+      f'checkpoint (model.ckpt-N.index/.data-* with {TF_CONFIG}).')
+
+
+def from_pretrained(path) -> tuple:
+  """(model, params, config) from a checkpoint of ours, an HF AlbertForPreTraining directory or an original TF
+  ALBERT checkpoint. `model.apply({'params': params}, input_ids=...)` runs it."""
+  path = os.fspath(path)
+  fmt = detect_format(path)
+  if fmt == 'albert_jax':
+    config, params = load(path)
+  else:
+    cfg, params = (load_hf if fmt == 'hf' else load_tf)(path)
+    config = _full_config(cfg)
+  model = Albert(ModelConfig.from_config(config.model))
+  return model, jax.tree.map(np.asarray, params), config
