@@ -217,6 +217,8 @@ def _unboxed_shapes(cfg: ModelConfig):
 def _full_config(model: ModelConfig) -> ml_collections.ConfigDict:
   config = defaults()
   config.model.update(dataclasses.asdict(model))
+  # An imported model may have a shorter position table than the paper's 512.
+  config.data.max_seq_length = min(config.data.max_seq_length, model.max_position_embeddings)
   return config
 
 

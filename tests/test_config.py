@@ -1,0 +1,72 @@
+"""Configs load, carry the released shapes, and broken configs fail early with a message naming the fix."""
+import importlib.util
+
+import pytest
+
+from albert_jax.config import validate
+from albert_jax.model import ConfigError, ModelConfig
+from conftest import ROOT
+
+CONFIGS = ['tiny', 'base', 'large', 'xlarge', 'xxlarge', 'bert_base', 'bert_large', 'bert_xlarge']
+
+
+def load_config(name):
+  spec = importlib.util.spec_from_file_location(name, ROOT / 'configs' / f'{name}.py')
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+@pytest.mark.parametrize('name', CONFIGS)
+def test_every_config_validates(name):
+  assert isinstance(validate(load_config(name)), ModelConfig)
+
+
+# albert-original.md section 2.5: the released v2 configs (H, L, heads, FFN), E 128, V 30000, no dropout.
+RELEASED = {'base': (768, 12, 12, 3072), 'large': (1024, 24, 16, 4096), 'xlarge': (2048, 24, 16, 8192),
+            'xxlarge': (4096, 12, 64, 16384)}
+
+
+@pytest.mark.parametrize('name', RELEASED)
+def test_albert_configs_are_the_released_shapes(name):
+  m = load_config(name).model
+  assert (m.hidden_size, m.num_layers, m.num_heads, m.intermediate_size) == RELEASED[name]
+  assert (m.embedding_size, m.vocab_size, m.max_position_embeddings, m.type_vocab_size) == (128, 30000, 512, 2)
+  assert (m.sharing, m.num_groups, m.inner_group_num, m.hidden_act) == ('all', 1, 1, 'gelu')
+  assert m.dropout_rate == m.attention_dropout_rate == 0.0
+
+
+@pytest.mark.parametrize('name', ['bert_base', 'bert_large', 'bert_xlarge'])
+def test_bert_configs_are_unfactorized_and_unshared(name):
+  m = load_config(name).model
+  assert m.embedding_size == m.hidden_size and m.sharing == 'none'
+
+
+@pytest.mark.parametrize('change, message', [
+    (dict(num_heads=7), 'not divisible by num_heads 7'),
+    (dict(num_layers=12, num_groups=5), 'not divisible by num_groups 5'),
+    (dict(sharing='attn'), "unknown sharing 'attn'"),
+    (dict(sharing='none', num_groups=2), "needs sharing='all'"),
+    (dict(hidden_act='swish'), "unknown hidden_act 'swish'"),
+    (dict(remat='some'), "unknown remat 'some'"),
+    (dict(dtype='float8'), "dtype 'float8'"),
+    (dict(dropout_rate=1.0), 'dropout_rate must be in [0, 1)'),
+    (dict(num_layers=0), 'num_layers must be a positive integer'),
+])
+def test_bad_model_fields_are_refused_with_the_fix(change, message):
+  config = load_config('base')
+  config.model.update(change)
+  with pytest.raises(ConfigError, match=message.replace('[', r'\[').replace(')', r'\)').replace('(', r'\(')):
+    validate(config)
+
+
+def test_unknown_model_field_suggests_the_closest_name():
+  with pytest.raises(ConfigError, match="unknown field 'num_layer'. Did you mean 'num_layers'"):
+    ModelConfig.from_config({'num_layer': 3})
+
+
+def test_sequence_longer_than_position_table_is_refused():
+  config = load_config('tiny')
+  config.data.max_seq_length = 256
+  with pytest.raises(ConfigError, match='at most model.max_position_embeddings 128'):
+    validate(config)
