@@ -11,8 +11,9 @@ import dataclasses
 import json
 import os
 import pathlib
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
+import flax.linen as nn
 import jax
 import ml_collections
 import numpy as np
@@ -152,7 +153,8 @@ def _blocks_of(params, cfg: ModelConfig) -> list:
     block = {}
     for part, copies in (('attention', cfg.attention_copies), ('ffn', cfg.ffn_copies)):
       copy = cfg.block_copy(first_block, copies)
-      block[part] = jax.tree.map(lambda x: np.asarray(x[copy]) if copies > 1 else np.asarray(x), stored[part])
+      pick = (lambda x, c=copy: np.asarray(x[c])) if copies > 1 else np.asarray
+      block[part] = jax.tree.map(pick, stored[part])
     blocks.append(block)
   return blocks
 
@@ -210,7 +212,6 @@ def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source
 
 
 def _unboxed_shapes(cfg: ModelConfig):
-  import flax.linen as nn
   return nn.unbox(abstract_params(Albert(cfg)))
 
 
@@ -397,9 +398,8 @@ def save(directory, params, config: ml_collections.ConfigDict) -> None:
 def load(directory) -> tuple:
   import orbax.checkpoint as ocp
   directory = pathlib.Path(directory).absolute()
-  config = defaults()
-  config.update_from_flattened_dict(
-      {k: v for k, v in _flatten(json.loads((directory / OURS_CONFIG).read_text())).items()})
+  config = defaults()  # fields added since the checkpoint was written keep their defaults
+  config.update(json.loads((directory / OURS_CONFIG).read_text()))
   cfg = validate(config)
   target = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), _unboxed_shapes(cfg))
   try:
@@ -409,16 +409,6 @@ def load(directory) -> tuple:
     raise CheckpointError(f'{directory / OURS_PARAMS} cannot be restored ({type(e).__name__}: {e}); it is '
                           f'incomplete or does not match {OURS_CONFIG}.') from e
   return config, params
-
-
-def _flatten(tree: dict, prefix: str = '') -> dict:
-  out = {}
-  for k, v in tree.items():
-    if isinstance(v, dict):
-      out.update(_flatten(v, f'{prefix}{k}.'))
-    else:
-      out[f'{prefix}{k}'] = v
-  return out
 
 
 # ---------------------------------------------------------------------------------------------------------------

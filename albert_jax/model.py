@@ -18,7 +18,7 @@ stacked on a leading 'layers' axis, and each scan step picks its copy by index.
 import dataclasses
 import difflib
 import math
-from typing import Any, Optional
+from typing import Any
 
 import flax.linen as nn
 import flax.struct

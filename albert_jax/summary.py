@@ -5,8 +5,6 @@
 Counts come from the model's own (abstract) parameter tree, so they are exactly what training allocates.
 """
 import json
-import math
-import sys
 
 import flax.linen as nn
 import jax

@@ -37,7 +37,7 @@ def hf_model(seed=0, **overrides):
       'attention_probs_dropout_prob': 0.0, 'classifier_dropout_prob': 0.0, **overrides})
   model = transformers.AlbertForPreTraining(config).eval()
   with torch.no_grad():  # move LayerNorms and biases off 1/0 so that a swapped tensor cannot go unnoticed
-    for name, p in model.named_parameters():
+    for p in model.parameters():
       p.add_(0.05 * torch.randn_like(p))
   return model
 
