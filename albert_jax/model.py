@@ -388,7 +388,7 @@ class Albert(nn.Module):
 
 def init_params(model: Albert, rng: jax.Array, seq_len: int = 8) -> Any:
   """Parameters (boxed with their logical axis names) for `model`, from a dummy batch of one sequence."""
-  ids = jnp.zeros((1, seq_len), jnp.int32)
+  ids = jnp.zeros((1, min(seq_len, model.config.max_position_embeddings)), jnp.int32)
   return model.init({'params': rng}, ids, masked_lm_positions=jnp.zeros((1, 1), jnp.int32))['params']
 
 
