@@ -15,8 +15,19 @@ def defaults() -> ml_collections.ConfigDict:
   config.model = ml_collections.ConfigDict(dataclasses.asdict(ModelConfig()))
 
   config.data = ml_collections.ConfigDict()
+  # Comma-separated (or a list of) builtin | tfds:NAME | lines:GLOB | text:GLOB, each optionally @WEIGHT.
+  config.data.source = 'builtin'
+  config.data.vocab = 'builtin'  # a SentencePiece .model, or 'builtin': trained once on the built-in corpus
+  config.data.tfds_data_dir = ml_collections.config_dict.placeholder(str)  # None: TFDS's default
   config.data.max_seq_length = 512
   config.data.max_predictions_per_seq = 20
+  config.data.masked_lm_prob = 0.15
+  config.data.short_seq_prob = 0.1
+  config.data.ngram = 3
+  config.data.sentence_task = 'sop'  # 'sop' (ALBERT), 'nsp' (BERT) or 'none'
+  config.data.eval_fraction = 0.01  # the last documents of each source, held out for evaluation
+  config.data.chunk_documents = 256  # documents turned into instances and shuffled together
+  config.data.seed = 12345
 
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 4096  # global, over all hosts
@@ -34,6 +45,12 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
   if not 0 < data.max_predictions_per_seq <= data.max_seq_length:
     raise ConfigError(f'config.data.max_predictions_per_seq {data.max_predictions_per_seq} must be in '
                       f'1..max_seq_length ({data.max_seq_length}).')
+  if data.sentence_task not in ('sop', 'nsp', 'none'):
+    raise ConfigError(f"config.data.sentence_task {data.sentence_task!r}: expected 'sop', 'nsp' or 'none'.")
+  if not 0 < data.masked_lm_prob < 1 or not 0 <= data.short_seq_prob <= 1 or data.ngram < 1:
+    raise ConfigError('config.data: masked_lm_prob must be in (0, 1), short_seq_prob in [0, 1], ngram >= 1.')
+  if not 0 < data.eval_fraction < 1 or data.chunk_documents < 1:
+    raise ConfigError('config.data: eval_fraction must be in (0, 1) and chunk_documents positive.')
   for name in ('batch_size', 'num_steps'):
     if config.train[name] < 1:
       raise ConfigError(f'config.train.{name} must be positive, got {config.train[name]}.')

@@ -1,0 +1,229 @@
+"""Per-host, deterministic, resumable batches of masked sentence-pair instances.
+
+Each source's documents are split into a training range and a held-out tail (`data.eval_fraction`), and each
+range into `host_count` contiguous shards, one per host. A host walks its shard in chunks of
+`data.chunk_documents` documents, in a new seeded chunk order every epoch; a chunk's instances are made and
+shuffled with a generator seeded by (seed, source, epoch, chunk), and each instance is masked with a generator
+seeded by its position in the chunk. So every batch is a function of (seed, host index, host count, step), and
+the state needed to resume at a step is a few integers per source (`state()` / `restore()`).
+
+Each epoch re-draws target lengths, pairs, swaps and masks: the original's dupe_factor, without a limit.
+"""
+import dataclasses
+import pathlib
+from typing import Optional
+
+import numpy as np
+
+from albert_jax.data import instances as instances_lib
+from albert_jax.data import masking, sources
+from albert_jax.data.tokenizer import Tokenizer
+from albert_jax.config import validate
+from albert_jax.model import ConfigError
+
+FEATURES = ('input_ids', 'input_mask', 'segment_ids', 'masked_lm_positions', 'masked_lm_ids', 'masked_lm_weights',
+            'sentence_order_labels')
+
+
+@dataclasses.dataclass
+class Stats:
+  """Measured while batches are made (for `inspect --stats`)."""
+  span_words: list = dataclasses.field(default_factory=list)
+  instances: int = 0
+  short: int = 0  # instances cut from documents with a short target length
+  labels: int = 0
+  documents: int = 0
+  short_documents: int = 0  # the original draws short_seq_prob once per document and pass
+
+
+class _Stream:
+  """One source's endless instance stream over one host's document range."""
+
+  def __init__(self, source, index: int, first: int, stop: int, data, tokenizer: Tokenizer, stats: Optional[Stats]):
+    self.source, self.index, self.data, self.tokenizer, self.stats = source, index, data, tokenizer, stats
+    size = data.chunk_documents
+    self.chunks = [(s, min(s + size, stop)) for s in range(first, stop, size)]
+    self.max_sentence = data.max_seq_length - 3
+    self.ngram_p = masking.ngram_probabilities(data.ngram)
+    self.epoch, self.position, self.offset = 0, 0, 0
+    self._chunk = None  # (epoch, position, instances)
+    self._empty_chunks_in_a_row = 0
+
+  def _seed(self, *parts):
+    return np.random.default_rng([self.data.seed, self.index, *parts])
+
+  def _documents(self, start: int, stop: int) -> list:
+    raw = list(self.source.read(start, stop))
+    flat = [s for doc in raw for s in doc]
+    encoded = iter(self.tokenizer.encode(flat)) if flat else iter(())
+    documents, skipped = [], self.source.skipped
+    for doc in raw:
+      sentences = []
+      for ids in (next(encoded) for _ in doc):
+        if len(ids) == 0:
+          skipped['sentences without tokens'] += 1
+        elif len(ids) > self.max_sentence:  # an enormous line: split, never dropped or truncated
+          skipped['over-long sentences split'] += 1
+          sentences.extend(ids[i:i + self.max_sentence] for i in range(0, len(ids), self.max_sentence))
+        else:
+          sentences.append(ids)
+      if not sentences:
+        skipped['empty documents'] += 1
+      else:
+        if len(sentences) == 1:
+          skipped['one-sentence documents (kept: random-document pairs)'] += 1
+        documents.append(sentences)
+    return documents
+
+  def _load(self):
+    order = self._seed(self.epoch, 0).permutation(len(self.chunks))
+    start, stop = self.chunks[order[self.position]]
+    documents = self._documents(start, stop)
+    rng = self._seed(self.epoch, 1, start)
+    made = []
+    for i in rng.permutation(len(documents)):
+      from_document = instances_lib.from_document(documents, int(i), self.data.max_seq_length,
+                                                  self.data.short_seq_prob, self.data.sentence_task, rng)
+      made.extend(from_document)
+      if self.stats is not None and from_document:
+        self.stats.documents += 1
+        self.stats.short_documents += from_document[0].short
+    rng.shuffle(made)
+    self._chunk = (self.epoch, self.position, start, made)
+
+  def next(self) -> tuple:
+    while True:
+      if self._chunk is None or self._chunk[:2] != (self.epoch, self.position):
+        self._load()
+      _, _, start, made = self._chunk
+      if self.offset < len(made):
+        break
+      self._empty_chunks_in_a_row = self._empty_chunks_in_a_row + 1 if not made else 0
+      if self._empty_chunks_in_a_row > len(self.chunks):
+        raise sources.SourceError(f'data.source {self.source.name} yields no usable document (skipped: '
+                                  f'{self.source.skipped.report()}).')
+      self.offset, self.position = 0, self.position + 1
+      if self.position == len(self.chunks):
+        self.epoch, self.position = self.epoch + 1, 0
+    instance = made[self.offset]
+    rng = self._seed(self.epoch, 2, start, self.offset)
+    self.offset += 1
+    masked = masking.mask(instance.tokens, self.tokenizer.word_start, rng, self.data.masked_lm_prob,
+                          self.data.max_predictions_per_seq, self.ngram_p, self.tokenizer.vocab_size)
+    if self.stats is not None:
+      self.stats.span_words.extend(masked.span_words)
+      self.stats.instances += 1
+      self.stats.short += instance.short
+      self.stats.labels += instance.label
+    return instance, masked
+
+
+def document_ranges(size: int, eval_fraction: float, split: str, host: int, host_count: int, name: str) -> tuple:
+  """This host's [first, stop) documents of `split` ('train' or 'eval') of a source with `size` documents."""
+  held_out = max(1, int(round(size * eval_fraction)))
+  if size - held_out < host_count or held_out < (host_count if split == 'eval' else 1):
+    raise sources.SourceError(
+        f'data.source {name} has {size} documents: too few to hold out {held_out} for evaluation and give each of '
+        f'{host_count} hosts at least one (add documents or change data.eval_fraction).')
+  first, stop = (0, size - held_out) if split == 'train' else (size - held_out, size)
+  span = stop - first
+  return first + host * span // host_count, first + (host + 1) * span // host_count
+
+
+class Pipeline:
+  """Batches for one host: `next_batch()` returns a dict of numpy arrays with FEATURES, [host batch, ...]."""
+
+  def __init__(self, config, tokenizer: Tokenizer, split: str = 'train', host: int = 0, host_count: int = 1,
+               batch_size: Optional[int] = None, collect_stats: bool = False):
+    validate(config)
+    data = config.data
+    global_batch = batch_size or config.train.batch_size
+    if global_batch % host_count:
+      raise ConfigError(f'batch size {global_batch} is not divisible by the {host_count} hosts.')
+    self.data, self.tokenizer, self.split = data, tokenizer, split
+    self.host, self.host_count, self.batch_size = host, host_count, global_batch // host_count
+    self.stats = Stats() if collect_stats else None
+    specs = sources.parse_specs(data.source)
+    self.sources = [sources.open_source(spec, data.tfds_data_dir) for spec in specs]
+    weights = np.array([spec.weight for spec in specs])
+    self.weights = weights / weights.sum()
+    self.streams = []
+    for i, source in enumerate(self.sources):
+      first, stop = document_ranges(len(source), data.eval_fraction, split, host, host_count, source.name)
+      self.streams.append(_Stream(source, i, first, stop, data, tokenizer, self.stats))
+    self.step = 0
+
+  def skipped(self) -> dict:
+    return {source.name: dict(source.skipped) for source in self.sources}
+
+  def next_batch(self) -> dict:
+    rng = np.random.default_rng([self.data.seed, self.host, self.step, 3])
+    picks = rng.choice(len(self.streams), size=self.batch_size, p=self.weights)
+    batch = collate([self.streams[p].next() for p in picks], self.data.max_seq_length,
+                    self.data.max_predictions_per_seq)
+    self.step += 1
+    return batch
+
+  def __iter__(self):
+    while True:
+      yield self.next_batch()
+
+  def state(self) -> dict:
+    """A small JSON-able state: saved with each checkpoint, restored to resume at exactly this batch."""
+    return {'step': self.step, 'seed': self.data.seed, 'host': self.host, 'host_count': self.host_count,
+            'split': self.split, 'streams': [[s.epoch, s.position, s.offset] for s in self.streams]}
+
+  def restore(self, state: dict) -> None:
+    mine = self.state()
+    for key in ('seed', 'host', 'host_count', 'split'):
+      if state[key] != mine[key]:
+        raise ValueError(f'data state was saved with {key}={state[key]!r}, this run has {mine[key]!r}; a run must '
+                         f'resume with the data settings and host count it started with.')
+    if len(state['streams']) != len(self.streams):
+      raise ValueError(f'data state has {len(state["streams"])} sources, data.source now has {len(self.streams)}.')
+    self.step = state['step']
+    for stream, (epoch, position, offset) in zip(self.streams, state['streams']):
+      stream.epoch, stream.position, stream.offset = epoch, position, offset
+
+
+def collate(items: list, max_seq_length: int, max_predictions: int) -> dict:
+  """Pads instances into fixed-shape arrays under the original's feature names."""
+  n = len(items)
+  batch = {
+      'input_ids': np.zeros((n, max_seq_length), np.int32),
+      'input_mask': np.zeros((n, max_seq_length), np.int32),
+      'segment_ids': np.zeros((n, max_seq_length), np.int32),
+      'masked_lm_positions': np.zeros((n, max_predictions), np.int32),  # padding points at [CLS], weight 0
+      'masked_lm_ids': np.zeros((n, max_predictions), np.int32),
+      'masked_lm_weights': np.zeros((n, max_predictions), np.float32),
+      'sentence_order_labels': np.zeros((n,), np.int32),
+  }
+  for row, (instance, masked) in enumerate(items):
+    length, predictions = len(masked.tokens), len(masked.positions)
+    batch['input_ids'][row, :length] = masked.tokens
+    batch['input_mask'][row, :length] = 1
+    batch['segment_ids'][row, :length] = instance.segment_ids
+    batch['masked_lm_positions'][row, :predictions] = masked.positions
+    batch['masked_lm_ids'][row, :predictions] = masked.labels
+    batch['masked_lm_weights'][row, :predictions] = 1.0
+    batch['sentence_order_labels'][row] = instance.label
+  return batch
+
+
+def builtin_vocab_path(data_dir: Optional[str], vocab_size: int) -> pathlib.Path:
+  return pathlib.Path(sources.builtin_builder(data_dir).data_dir) / f'vocab-{vocab_size}.model'
+
+
+def load_tokenizer(config) -> Tokenizer:
+  """The configured vocabulary; data.vocab='builtin' trains (once, cached) one on the built-in corpus."""
+  if config.data.vocab == 'builtin':
+    from albert_jax.data import vocab
+    path = builtin_vocab_path(config.data.tfds_data_dir, config.model.vocab_size)
+    if not path.exists():
+      vocab.train_on_source('builtin', config.model.vocab_size, str(path)[:-len('.model')],
+                            config.data.tfds_data_dir)
+    return Tokenizer(path, vocab_size=config.model.vocab_size)
+  if not config.data.vocab:
+    raise ConfigError('config.data.vocab is not set: give a SentencePiece .model file (train one with '
+                      'python -m albert_jax.data.vocab), or builtin for the built-in corpus.')
+  return Tokenizer(config.data.vocab, vocab_size=config.model.vocab_size)

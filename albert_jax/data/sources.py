@@ -1,0 +1,207 @@
+"""Where documents come from: TFDS datasets, local text files, and the built-in corpus.
+
+A source is an indexed, stable sequence of documents: `len(source)` documents, `source.read(start, stop)` yields
+documents start..stop-1 as lists of sentences, always in the same order. Everything above (held-out slices,
+per-host shards, epochs, resume) is index arithmetic on that.
+
+Spec strings (`data.source`, comma-separated or a list; `@weight` sets a mixture weight, default 1):
+  builtin                          the built-in corpus (Python's own documentation prose; no download)
+  tfds:wikipedia/20230601.en       a TFDS dataset's train split (wikipedia, pg19, c4/en, wiki40b/en, ...)
+  lines:/data/*.txt                the original format: one sentence per line, a blank line between documents
+  text:/data/books/*.txt           plain text, one document per file
+"""
+import collections
+import dataclasses
+import glob
+import pathlib
+import re
+from typing import Iterator, Optional
+
+import sentencex
+
+# Text features of the TFDS datasets we know; any other dataset's first Text feature is used.
+TFDS_TEXT_FEATURE = {'wikipedia': 'text', 'pg19': 'book_text', 'c4': 'text', 'wiki40b': 'text'}
+_WIKI40B_MARKERS = re.compile(r'_START_ARTICLE_|_START_SECTION_|_START_PARAGRAPH_|_NEWLINE_')
+
+
+class SourceError(ValueError):
+  """A source that cannot be read or yields nothing usable; the message names it and the fix."""
+
+
+class SkipCounter(collections.Counter):
+  """What was dropped or repaired, and why: reported so that no data disappears silently."""
+
+  def report(self) -> str:
+    return ', '.join(f'{n} {reason}' for reason, n in sorted(self.items())) or 'nothing'
+
+
+def split_sentences(text: str, language: str = 'en') -> list:
+  """Sentences of a text: each line (paragraph) is segmented separately; empty pieces are dropped."""
+  sentences = []
+  for paragraph in text.split('\n'):
+    if paragraph.strip():
+      sentences.extend(s.strip() for s in sentencex.segment(language, paragraph) if s.strip())
+  return sentences
+
+
+@dataclasses.dataclass
+class Spec:
+  kind: str
+  arg: str
+  weight: float
+
+  @classmethod
+  def parse(cls, text: str) -> 'Spec':
+    text = text.strip()
+    weight = 1.0
+    if '@' in text:
+      text, w = text.rsplit('@', 1)
+      try:
+        weight = float(w)
+      except ValueError:
+        raise SourceError(f'data.source {text}@{w}: the weight after @ must be a number.') from None
+      if weight <= 0:
+        raise SourceError(f'data.source {text}@{w}: the weight must be positive.')
+    kind, _, arg = text.partition(':')
+    if kind not in ('builtin', 'tfds', 'lines', 'text') or (kind != 'builtin' and not arg):
+      raise SourceError(f'data.source {text!r} is not a source: use builtin, tfds:NAME, lines:GLOB or text:GLOB '
+                        f'(optionally @WEIGHT).')
+    return cls(kind, arg, weight)
+
+
+def parse_specs(source) -> list:
+  items = source.split(',') if isinstance(source, str) else list(source)
+  specs = [Spec.parse(s) for s in items if s.strip()]
+  if not specs:
+    raise SourceError('data.source is empty: name at least one source, e.g. builtin or tfds:wikipedia/20230601.en.')
+  return specs
+
+
+class TextFiles:
+  """Local files: 'lines' (the original format) or 'text' (one document per file), indexed once by byte offset."""
+
+  def __init__(self, pattern: str, one_document_per_file: bool):
+    self.name = f'{"text" if one_document_per_file else "lines"}:{pattern}'
+    self.files = sorted(glob.glob(pattern, recursive=True))
+    if not self.files:
+      raise SourceError(f'data.source {self.name}: no file matches {pattern!r}.')
+    self.one_document_per_file = one_document_per_file
+    self.skipped = SkipCounter()
+    self.index = []  # (file number, first byte, end byte) per document
+    for number, path in enumerate(self.files):
+      size = pathlib.Path(path).stat().st_size
+      if size == 0:
+        self.skipped['empty files'] += 1
+      elif one_document_per_file:
+        self.index.append((number, 0, size))
+      else:
+        self._index_blank_line_documents(number, path)
+
+  def _index_blank_line_documents(self, number: int, path: str):
+    start, offset, has_text = 0, 0, False
+    with open(path, 'rb') as f:
+      for line in f:
+        if line.strip():
+          has_text = True
+        elif has_text:
+          self.index.append((number, start, offset))
+          start, has_text = offset + len(line), False
+        else:
+          start = offset + len(line)
+        offset += len(line)
+    if has_text:
+      self.index.append((number, start, offset))
+
+  def __len__(self):
+    return len(self.index)
+
+  def read(self, start: int, stop: int) -> Iterator[list]:
+    for number, first, end in self.index[start:stop]:
+      with open(self.files[number], 'rb') as f:
+        f.seek(first)
+        raw = f.read(end - first)
+      text = raw.decode('utf-8', errors='replace')
+      if '\ufffd' in text and b'\xef\xbf\xbd' not in raw:
+        self.skipped['documents with undecodable bytes (replaced)'] += 1
+      if self.one_document_per_file:
+        yield split_sentences(text)
+      else:
+        yield [line.strip() for line in text.split('\n') if line.strip()]
+
+
+class TfdsSource:
+  """The train split of a TFDS dataset, read in its stored order (never shuffled, so indices are stable)."""
+
+  def __init__(self, name: str, data_dir: Optional[str]):
+    import tensorflow_datasets as tfds
+    self.name = f'tfds:{name}'
+    try:
+      self.builder = tfds.builder(name, data_dir=data_dir)
+    except Exception as e:  # tfds raises DatasetNotFoundError, ValueError, ... for bad names
+      raise SourceError(f'data.source tfds:{name}: {e}') from e
+    features = self.builder.info.features
+    key = TFDS_TEXT_FEATURE.get(name.split('/')[0].split(':')[0])
+    if key is None:
+      texts = [k for k, f in features.items() if isinstance(f, tfds.features.Text)]
+      if not texts:
+        raise SourceError(f'data.source tfds:{name} has no text feature (features: {", ".join(features)}).')
+      key = texts[0]
+    self.text_key, self.wiki40b = key, name.startswith('wiki40b')
+    self.skipped = SkipCounter()
+    try:
+      self.size = self.builder.info.splits['train'].num_examples
+      self.sliceable = True
+    except KeyError:  # split sizes unknown (a mocked dataset): count once, read by skipping
+      self.size = sum(1 for _ in self._dataset('train'))
+      self.sliceable = False
+
+  def _dataset(self, split):
+    import tensorflow_datasets as tfds
+    try:
+      return tfds.as_numpy(self.builder.as_dataset(split=split, shuffle_files=False))
+    except Exception as e:  # not prepared, missing files, ...
+      raise SourceError(f'data.source {self.name}: cannot read split {split!r} ({e}). Prepare it first with '
+                        f'tfds build or tfds.builder(...).download_and_prepare(), and set data.tfds_data_dir '
+                        f'to where it is.') from e
+
+  def __len__(self):
+    return self.size
+
+  def read(self, start: int, stop: int) -> Iterator[list]:
+    if self.sliceable:
+      examples = self._dataset(f'train[{start}:{stop}]')
+    else:
+      import itertools
+      examples = itertools.islice(self._dataset('train'), start, stop)
+    for example in examples:
+      raw = example[self.text_key]
+      text = raw.decode('utf-8', errors='replace')
+      if '\ufffd' in text and b'\xef\xbf\xbd' not in raw:
+        self.skipped['documents with undecodable bytes (replaced)'] += 1
+      if self.wiki40b:
+        text = _WIKI40B_MARKERS.sub('\n', text)
+      yield split_sentences(text)
+
+
+def builtin_builder(data_dir: Optional[str]):
+  """The TFDS builder of the built-in corpus, prepared on first use (seconds; no network)."""
+  from albert_jax.data import builtin_corpus
+  builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir)
+  if not builder.is_prepared():
+    builder.download_and_prepare()
+  return builder
+
+
+class BuiltinSource(TfdsSource):
+  def __init__(self, data_dir: Optional[str]):
+    self.name, self.builder, self.text_key, self.wiki40b = 'builtin', builtin_builder(data_dir), 'text', False
+    self.skipped = SkipCounter()
+    self.size, self.sliceable = self.builder.info.splits['train'].num_examples, True
+
+
+def open_source(spec: Spec, data_dir: Optional[str]):
+  if spec.kind == 'builtin':
+    return BuiltinSource(data_dir)
+  if spec.kind == 'tfds':
+    return TfdsSource(spec.arg, data_dir)
+  return TextFiles(spec.arg, one_document_per_file=spec.kind == 'text')

@@ -1,0 +1,90 @@
+"""SentencePiece vocabulary: the ALBERT recipe for training, loading with checks, and the original's text
+preprocessing and word-start rule (what whole-word masking groups by)."""
+import pathlib
+import string
+import unicodedata
+from typing import Iterable, Optional
+
+import numpy as np
+import sentencepiece as spm
+
+PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
+CONTROL_SYMBOLS = ('[CLS]', '[SEP]', '[MASK]')
+# The original README's spm_train recipe (albert-original.md 1.7).
+_PUNCTUATION = frozenset(string.punctuation)
+USER_DEFINED_SYMBOLS = ('(', ')', '"', '-', '.', '–', '£', '€')
+
+
+class VocabError(ValueError):
+  """A vocabulary that cannot serve the model; the message names the file and the fix."""
+
+
+def preprocess_text(text: str, lower: bool = True) -> str:
+  """The original's `tokenization.preprocess_text`: collapse whitespace, NFKD, strip accents, lowercase."""
+  text = ' '.join(text.split())
+  text = unicodedata.normalize('NFKD', text)
+  text = ''.join(c for c in text if not unicodedata.combining(c))
+  return text.lower() if lower else text
+
+
+def train(sentences: Iterable[str], vocab_size: int, output_prefix: str, input_sentence_size: int = 10_000_000,
+          seed: int = 12345) -> str:
+  """Trains a unigram SentencePiece model with the ALBERT recipe on already preprocessed sentences."""
+  output_prefix = str(output_prefix)
+  pathlib.Path(output_prefix).parent.mkdir(parents=True, exist_ok=True)
+  spm.set_random_generator_seed(seed)
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(sentences), model_prefix=output_prefix, vocab_size=vocab_size, model_type='unigram',
+      pad_id=PAD, unk_id=UNK, bos_id=-1, eos_id=-1, control_symbols=list(CONTROL_SYMBOLS),
+      user_defined_symbols=list(USER_DEFINED_SYMBOLS), character_coverage=0.99995,
+      input_sentence_size=input_sentence_size, shuffle_input_sentence=True, num_threads=1,
+      minloglevel=2)
+  return output_prefix + '.model'
+
+
+class Tokenizer:
+  """A loaded vocabulary, checked against the ids the model and the pipeline rely on."""
+
+  def __init__(self, model_file, vocab_size: Optional[int] = None, lower: bool = True):
+    model_file = str(model_file)
+    if not model_file.endswith('.model') and pathlib.Path(model_file + '.model').exists():
+      model_file += '.model'
+    if not pathlib.Path(model_file).exists():
+      raise VocabError(f'vocabulary {model_file} does not exist: set data.vocab to a SentencePiece .model file, '
+                       f'or train one with python -m albert_jax.data.vocab --input=SOURCE --output=PREFIX.')
+    try:
+      self.sp = spm.SentencePieceProcessor(model_file=model_file)
+    except (RuntimeError, OSError) as e:
+      raise VocabError(f'{model_file} is not a SentencePiece model ({e}).') from e
+    self.path, self.lower = model_file, lower
+    expected = {'<pad>': PAD, '<unk>': UNK, '[CLS]': CLS, '[SEP]': SEP, '[MASK]': MASK}
+    wrong = {p: self.sp.piece_to_id(p) for p, i in expected.items() if self.sp.piece_to_id(p) != i
+             or (p != '<unk>' and self.sp.piece_to_id(p) == UNK)}
+    if wrong:
+      raise VocabError(f'{model_file} lacks the ALBERT control symbols at their ids (<pad>=0, <unk>=1, [CLS]=2, '
+                       f'[SEP]=3, [MASK]=4; found {wrong}). Train it with python -m albert_jax.data.vocab, which '
+                       f'uses the original recipe.')
+    if vocab_size is not None and self.sp.get_piece_size() != vocab_size:
+      raise VocabError(f'{model_file} has {self.sp.get_piece_size()} pieces but model.vocab_size is {vocab_size}: '
+                       f'set --config.model.vocab_size={self.sp.get_piece_size()} or use a matching vocabulary.')
+    self.vocab_size = self.sp.get_piece_size()
+    self.word_start = self._word_start_table()
+
+  def encode(self, texts: list) -> list:
+    """Token ids (int32 arrays) of each text, after the original's preprocessing."""
+    ids = self.sp.encode([preprocess_text(t, self.lower) for t in texts])
+    return [np.asarray(x, np.int32) for x in ids]
+
+  def decode_pieces(self, ids) -> list:
+    return [self.sp.id_to_piece(int(i)) for i in ids]
+
+  def _word_start_table(self) -> np.ndarray:
+    """word_start[id]: the piece begins a word, by the original's `_is_start_piece_sp`: it starts with '▁' or
+    '<', is a punctuation mark, or has a character that is neither a-z nor punctuation once lowercased."""
+    allowed = set(string.ascii_lowercase + string.punctuation)
+    table = np.zeros(self.vocab_size, bool)
+    for i in range(self.vocab_size):
+      piece = self.sp.id_to_piece(i)
+      table[i] = (piece.startswith(('▁', '<')) or piece in _PUNCTUATION
+                  or not all(c.lower() in allowed for c in piece))
+    return table
