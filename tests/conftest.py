@@ -7,3 +7,28 @@ os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=8')
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope='session')
+def tfds_dir(tmp_path_factory):
+  """A TFDS data dir holding the built-in corpus and its 2000-piece vocabulary, built once per test process."""
+  return str(tmp_path_factory.mktemp('tensorflow_datasets'))
+
+
+@pytest.fixture(scope='session')
+def tiny_config(tfds_dir):
+  import importlib.util
+  spec = importlib.util.spec_from_file_location('tiny', ROOT / 'configs' / 'tiny.py')
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config()
+  config.data.tfds_data_dir = tfds_dir
+  return config
+
+
+@pytest.fixture(scope='session')
+def builtin_tokenizer(tiny_config):
+  from albert_jax.data import pipeline
+  return pipeline.load_tokenizer(tiny_config)

@@ -1,0 +1,97 @@
+"""Look at what the pipeline feeds the model.
+
+  python -m albert_jax.data.inspect --config=configs/tiny.py [--num=4]     decoded examples
+  python -m albert_jax.data.inspect --config=configs/tiny.py --stats       measured statistics as JSON
+
+Examples show the pieces with masked positions as [MASK->label] (or =label when kept, ~label when replaced
+by a random piece), the segment boundary and the sentence label. --stats measures, over --batches batches:
+the n-gram length distribution over whole words, the fraction of tokens predicted, the 80/10/10 split, label
+balance, the short-target rate, padding, and what the sources skipped.
+"""
+import collections
+import json
+
+import numpy as np
+from absl import app, flags
+from ml_collections import config_flags
+
+from albert_jax.data import masking, pipeline
+from albert_jax.data.tokenizer import MASK
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
+_NUM = flags.DEFINE_integer('num', 4, 'Examples to print.')
+_STATS = flags.DEFINE_bool('stats', False, 'Print measured statistics as JSON instead of examples.')
+_BATCHES = flags.DEFINE_integer('batches', 50, 'Batches measured by --stats.')
+_BATCH_SIZE = flags.DEFINE_integer('batch_size', 32, 'Batch size for inspection (not the training batch).')
+_SPLIT = flags.DEFINE_enum('split', 'train', ['train', 'eval'], 'Which documents.')
+
+
+def render(batch: dict, row: int, tokenizer) -> str:
+  length = int(batch['input_mask'][row].sum())
+  ids = batch['input_ids'][row, :length]
+  pieces = tokenizer.decode_pieces(ids)
+  weights = batch['masked_lm_weights'][row] > 0
+  for position, label in zip(batch['masked_lm_positions'][row][weights], batch['masked_lm_ids'][row][weights]):
+    original = tokenizer.decode_pieces([label])[0]
+    if ids[position] == MASK:
+      pieces[position] = f'[MASK->{original}]'
+    elif ids[position] == label:
+      pieces[position] = f'[={original}]'
+    else:
+      pieces[position] = f'[~{pieces[position]}->{original}]'
+  label = int(batch['sentence_order_labels'][row])
+  return (f'label {label} ({"swapped/random" if label else "in order"}), {length} tokens, '
+          f'{int(weights.sum())} predictions:\n  ' + ' '.join(pieces))
+
+
+def measure(data_pipeline, batches: int) -> dict:
+  """Statistics over `batches` batches, as the original defines them."""
+  predicted = real = padding = total = 0
+  replaced = collections.Counter()
+  for _ in range(batches):
+    batch = data_pipeline.next_batch()
+    weights = batch['masked_lm_weights'] > 0
+    rows = np.nonzero(weights)[0]
+    shown = batch['input_ids'][rows, batch['masked_lm_positions'][weights]]
+    labels = batch['masked_lm_ids'][weights]
+    replaced['mask'] += int(np.sum(shown == MASK))
+    replaced['kept'] += int(np.sum((shown != MASK) & (shown == labels)))
+    replaced['random'] += int(np.sum((shown != MASK) & (shown != labels)))
+    predicted += int(weights.sum())
+    real += int(batch['input_mask'].sum())
+    padding += int((batch['input_mask'] == 0).sum())
+    total += batch['input_mask'].size
+  stats = data_pipeline.stats
+  spans = np.bincount(stats.span_words, minlength=data_pipeline.data.ngram + 1)[1:]
+  return {
+      'instances': stats.instances,
+      'ngram_distribution': (spans / max(1, spans.sum())).round(4).tolist(),
+      'ngram_expected': masking.ngram_probabilities(data_pipeline.data.ngram).round(4).tolist(),
+      'predictions_per_instance': predicted / stats.instances,
+      'fraction_of_tokens_predicted': predicted / real,
+      'replacement': {k: v / max(1, predicted) for k, v in sorted(replaced.items())},
+      'label_1_fraction': stats.labels / stats.instances,
+      'short_target_fraction_of_documents': stats.short_documents / max(1, stats.documents),
+      'short_target_fraction_of_instances': stats.short / stats.instances,
+      'padding_fraction': padding / total,
+      'skipped': data_pipeline.skipped(),
+  }
+
+
+def main(argv):
+  del argv
+  config = _CONFIG.value
+  tokenizer = pipeline.load_tokenizer(config)
+  data_pipeline = pipeline.Pipeline(config, tokenizer, split=_SPLIT.value, batch_size=_BATCH_SIZE.value,
+                                    collect_stats=_STATS.value)
+  if _STATS.value:
+    print(json.dumps(measure(data_pipeline, _BATCHES.value), indent=2))
+    return
+  batch = data_pipeline.next_batch()
+  for row in range(min(_NUM.value, len(batch['input_ids']))):
+    print(f'#{row} ' + render(batch, row, tokenizer) + '\n')
+
+
+if __name__ == '__main__':
+  flags.mark_flags_as_required(['config'])
+  app.run(main)
