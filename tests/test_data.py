@@ -257,7 +257,7 @@ def test_wiki40b_markers_become_paragraph_breaks():
   text = '\n_START_ARTICLE_\nAlan Turing\n_START_PARAGRAPH_\nHe was born in 1912. He died in 1954._NEWLINE_Later.'
   source = sources.TfdsSource.__new__(sources.TfdsSource)
   source.text_key, source.wiki40b, source.sliceable, source.skipped = 'text', True, False, sources.SkipCounter()
-  source._dataset = lambda split: iter([{'text': text.encode()}])
+  source._texts = lambda split: iter([text.encode()])
   assert list(source.read(0, 1)) == [['Alan Turing', 'He was born in 1912.', 'He died in 1954.', 'Later.']]
 
 

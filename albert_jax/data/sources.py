@@ -13,6 +13,7 @@ Spec strings (`data.source`, comma-separated or a list; `@weight` sets a mixture
 import collections
 import dataclasses
 import glob
+import itertools
 import pathlib
 import re
 from typing import Iterator, Optional
@@ -152,29 +153,29 @@ class TfdsSource:
       self.size = self.builder.info.splits['train'].num_examples
       self.sliceable = True
     except KeyError:  # split sizes unknown (a mocked dataset): count once, read by skipping
-      self.size = sum(1 for _ in self._dataset('train'))
+      self.size = sum(1 for _ in self._texts('train'))
       self.sliceable = False
 
-  def _dataset(self, split):
+  def _texts(self, split):
+    """The raw text (bytes) of each example of `split`, read in batches (an eager step per example is slow)."""
     import tensorflow_datasets as tfds
     try:
-      return tfds.as_numpy(self.builder.as_dataset(split=split, shuffle_files=False))
+      batches = tfds.as_numpy(self.builder.as_dataset(split=split, shuffle_files=False).batch(64))
     except Exception as e:  # not prepared, missing files, ...
       raise SourceError(f'data.source {self.name}: cannot read split {split!r} ({e}). Prepare it first with '
                         f'tfds build or tfds.builder(...).download_and_prepare(), and set data.tfds_data_dir '
                         f'to where it is.') from e
+    return (text for batch in batches for text in batch[self.text_key])
 
   def __len__(self):
     return self.size
 
   def read(self, start: int, stop: int) -> Iterator[list]:
     if self.sliceable:
-      examples = self._dataset(f'train[{start}:{stop}]')
+      texts = self._texts(f'train[{start}:{stop}]')
     else:
-      import itertools
-      examples = itertools.islice(self._dataset('train'), start, stop)
-    for example in examples:
-      raw = example[self.text_key]
+      texts = itertools.islice(self._texts('train'), start, stop)
+    for raw in texts:
       text = raw.decode('utf-8', errors='replace')
       if '\ufffd' in text and b'\xef\xbf\xbd' not in raw:
         self.skipped['documents with undecodable bytes (replaced)'] += 1

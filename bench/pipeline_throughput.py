@@ -1,0 +1,111 @@
+"""Input pipeline throughput on one core: raw text -> masked batches, at max_seq_length 512.
+
+  python bench/pipeline_throughput.py [--instances=3000] [--vocab_size=8000]
+
+Ours: the full Pipeline (TFDS read of the built-in corpus, sentence segmentation, SentencePiece, SOP instances,
+n-gram masking, padding into batches), pinned to one CPU core. The peer, measured in the same run on the same
+tokenized documents: the original create_pretraining_data.py algorithm (tests/original_reference.py, a direct
+transcription, per token in Python), plus the same reading and tokenizing cost. Target: >= 1000 instances/s.
+"""
+import argparse
+import os
+import pathlib
+import random
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / 'tests'))
+
+import original_reference  # noqa: E402
+from albert_jax.config import defaults  # noqa: E402
+from albert_jax.data import pipeline  # noqa: E402
+
+
+def long_documents_file(config, directory: pathlib.Path) -> str:
+  """The built-in corpus regrouped into documents of ~10 consecutive modules, so that nearly every instance fills
+  all 512 positions (the built-in documents alone average ~330 tokens per instance)."""
+  from albert_jax.data import sources
+  source = sources.open_source(sources.Spec('builtin', '', 1.0), config.data.tfds_data_dir)
+  documents = list(source.read(0, len(source)))
+  path = directory / 'long_documents.txt'
+  with open(path, 'w') as f:
+    for start in range(0, len(documents), 10):
+      f.write('\n'.join(s for d in documents[start:start + 10] for s in d) + '\n\n')
+  return str(path)
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument('--instances', type=int, default=3000)
+  parser.add_argument('--vocab_size', type=int, default=6000)  # the built-in corpus holds at most ~6300 pieces
+  parser.add_argument('--tfds_data_dir', default=None)
+  parser.add_argument('--documents', choices=['builtin', 'long'], default='long',
+                      help='builtin: the corpus as is; long: regrouped so instances fill 512 positions')
+  args = parser.parse_args()
+  os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+  config = defaults()
+  config.model.vocab_size = args.vocab_size
+  config.data.tfds_data_dir = args.tfds_data_dir
+  config.data.max_seq_length = 512
+  tokenizer = pipeline.load_tokenizer(config)  # trains and caches the vocabulary on first use (not timed)
+  if args.documents == 'long':
+    import tempfile
+    config.data.source = 'lines:' + long_documents_file(config, pathlib.Path(tempfile.mkdtemp()))
+
+  encode_seconds = [0.0]
+  encode = tokenizer.encode
+
+  def timed_encode(texts):
+    start = time.perf_counter()
+    out = encode(texts)
+    encode_seconds[0] += time.perf_counter() - start
+    return out
+
+  tokenizer.encode = timed_encode
+  batch_size = 64
+  data = pipeline.Pipeline(config, tokenizer, batch_size=batch_size)
+  steps = args.instances // batch_size
+  start = time.perf_counter()
+  tokens = 0
+  for _ in range(steps):
+    tokens += int(data.next_batch()['input_mask'].sum())
+  ours = time.perf_counter() - start
+  made = steps * batch_size
+
+  # The peer: the original's instance and masking code on the same tokenized documents.
+  stream = data.streams[0]
+  read_start = time.perf_counter()
+  documents = stream._documents(*stream.chunks[0])
+  documents += stream._documents(*stream.chunks[1]) if len(stream.chunks) > 1 else []
+  read_seconds = time.perf_counter() - read_start
+  lists = [[s.tolist() for s in d] for d in documents]
+  py_rng, np_rng = random.Random(0), np.random.RandomState(0)
+  is_start = lambda token: bool(tokenizer.word_start[token])
+  start = time.perf_counter()
+  peer_made = 0
+  while peer_made < made:
+    for i in range(len(lists)):
+      for tokens_, _, _, _ in original_reference.create_instances_from_document(lists, i, 512, 0.1, False, py_rng):
+        original_reference.create_masked_lm_predictions(tokens_, 0.15, 20, tokenizer.vocab_size, is_start, py_rng,
+                                                        np_rng)
+        peer_made += 1
+  peer_seconds = time.perf_counter() - start
+  instances_per_read = sum(1 for i in range(len(lists)) for _ in original_reference.create_instances_from_document(
+      lists, i, 512, 0.1, False, random.Random(1)))
+  peer = peer_seconds / peer_made + read_seconds / max(1, instances_per_read)
+
+  print(f'one core, max_seq_length 512, {args.documents} documents of the built-in corpus, '
+        f'vocab {tokenizer.vocab_size}')
+  print(f'  albert_jax pipeline: {made / ours:8.0f} instances/s  ({tokens / ours / 1e3:.0f}k tokens/s, '
+        f'{tokens / made:.0f} tokens per instance; SentencePiece {100 * encode_seconds[0] / ours:.0f}% of the time)')
+  print(f'  original algorithm:  {1 / peer:8.0f} instances/s  (same reading and tokenizing)')
+  print(f'  ratio: {(made / ours) * peer:.2f}x; target >= 1000 instances/s: '
+        f'{"met" if made / ours >= 1000 else "NOT met"}')
+
+
+if __name__ == '__main__':
+  main()
