@@ -16,8 +16,11 @@ def defaults() -> ml_collections.ConfigDict:
 
   config.data = ml_collections.ConfigDict()
   # Comma-separated (or a list of) builtin | tfds:NAME | lines:GLOB | text:GLOB, each optionally @WEIGHT.
-  config.data.source = 'builtin'
-  config.data.vocab = 'builtin'  # a SentencePiece .model, or 'builtin': trained once on the built-in corpus
+  # The paper trained on Wikipedia + BookCorpus (~3:1 in words); TFDS's books corpus is pg19.
+  config.data.source = 'tfds:wikipedia/20230601.en@3,tfds:pg19@1'
+  # A SentencePiece .model (e.g. the release's 30k-clean.model, or python -m albert_jax.data.vocab), or 'builtin':
+  # trained once on the built-in corpus and cached.
+  config.data.vocab = ml_collections.config_dict.placeholder(str)
   config.data.tfds_data_dir = ml_collections.config_dict.placeholder(str)  # None: TFDS's default
   config.data.max_seq_length = 512
   config.data.max_predictions_per_seq = 20

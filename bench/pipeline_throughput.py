@@ -50,6 +50,7 @@ def main():
   config = defaults()
   config.model.vocab_size = args.vocab_size
   config.data.tfds_data_dir = args.tfds_data_dir
+  config.data.source, config.data.vocab = 'builtin', 'builtin'
   config.data.max_seq_length = 512
   tokenizer = pipeline.load_tokenizer(config)  # trains and caches the vocabulary on first use (not timed)
   if args.documents == 'long':
