@@ -35,6 +35,15 @@ def defaults() -> ml_collections.ConfigDict:
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 4096  # global, over all hosts
   config.train.num_steps = 125_000
+  config.train.optimizer = 'lamb'  # or 'adamw'
+  config.train.learning_rate = 0.00176
+  config.train.warmup_steps = 3125
+  config.train.poly_power = 1.0  # 1: linear decay to 0 at num_steps, counted from step 0 as the original
+  config.train.weight_decay = 0.01
+  config.train.beta1 = 0.9
+  config.train.beta2 = 0.999
+  config.train.epsilon = 1e-6
+  config.train.clip_norm = 1.0
   return config
 
 
@@ -54,7 +63,13 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
     raise ConfigError('config.data: masked_lm_prob must be in (0, 1), short_seq_prob in [0, 1], ngram >= 1.')
   if not 0 < data.eval_fraction < 1 or data.chunk_documents < 1:
     raise ConfigError('config.data: eval_fraction must be in (0, 1) and chunk_documents positive.')
+  train = config.train
   for name in ('batch_size', 'num_steps'):
-    if config.train[name] < 1:
-      raise ConfigError(f'config.train.{name} must be positive, got {config.train[name]}.')
+    if train[name] < 1:
+      raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
+  if train.optimizer not in ('lamb', 'adamw'):
+    raise ConfigError(f"config.train.optimizer {train.optimizer!r}: expected 'lamb' or 'adamw'.")
+  if not 0 <= train.warmup_steps < train.num_steps or train.learning_rate <= 0:
+    raise ConfigError(f'config.train: warmup_steps ({train.warmup_steps}) must be below num_steps '
+                      f'({train.num_steps}) and learning_rate positive.')
   return model
