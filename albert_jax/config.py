@@ -44,6 +44,20 @@ def defaults() -> ml_collections.ConfigDict:
   config.train.beta2 = 0.999
   config.train.epsilon = 1e-6
   config.train.clip_norm = 1.0
+  config.train.seed = 0  # parameter init and dropout
+  config.train.log_every = 100
+  config.train.eval_every = 5000
+  config.train.eval_batches = 20  # of train.batch_size held-out instances each
+  config.train.checkpoint_every = 5000
+  config.train.keep_checkpoints = 3  # the latest ones; the best by held-out MLM accuracy is kept as well
+  config.train.fill_mask_text = ''  # printed at the end with fill_mask_word masked and the model's guess
+  config.train.fill_mask_word = ''
+
+  # Device mesh: one axis may be -1 (the rest of the devices). Pure data parallelism by default.
+  config.mesh = ml_collections.ConfigDict()
+  config.mesh.data = -1
+  config.mesh.fsdp = 1
+  config.mesh.model = 1
   return config
 
 
@@ -67,6 +81,11 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
   for name in ('batch_size', 'num_steps'):
     if train[name] < 1:
       raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
+  for name in ('log_every', 'eval_every', 'eval_batches', 'checkpoint_every', 'keep_checkpoints'):
+    if train[name] < 1:
+      raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
+  if bool(train.fill_mask_text) != bool(train.fill_mask_word) or train.fill_mask_word not in train.fill_mask_text:
+    raise ConfigError('config.train.fill_mask_word must be a word of config.train.fill_mask_text (or both empty).')
   if train.optimizer not in ('lamb', 'adamw'):
     raise ConfigError(f"config.train.optimizer {train.optimizer!r}: expected 'lamb' or 'adamw'.")
   if not 0 <= train.warmup_steps < train.num_steps or train.learning_rate <= 0:

@@ -263,11 +263,13 @@ class SelfAttention(nn.Module):
     heads = (cfg.num_heads, cfg.head_dim)
     project_in = lambda name: Dense(cfg, (cfg.hidden_size,), heads, ('hidden',), ('heads', 'head_dim'),
                                     self.copies, name=name)(x, copy)
-    q, k, v = project_in('query'), project_in('key'), project_in('value')
-    scores = jnp.einsum('bqnd,bknd->bnqk', q, k).astype(jnp.float32) / math.sqrt(cfg.head_dim)
+    # [batch, heads, length, head_dim]: batch-major operands, which XLA:CPU multiplies ~4x faster than the
+    # [batch, length, heads, head_dim] layout the projections produce (TPUs do not mind either way).
+    q, k, v = (jnp.swapaxes(project_in(name), 1, 2) for name in ('query', 'key', 'value'))
+    scores = jnp.einsum('bnqd,bnkd->bnqk', q, k).astype(jnp.float32) / math.sqrt(cfg.head_dim)
     probs = jax.nn.softmax(scores + mask_bias, axis=-1)
     probs = nn.Dropout(cfg.attention_dropout_rate)(probs, deterministic=self.deterministic)
-    context = jnp.einsum('bnqk,bknd->bqnd', probs.astype(v.dtype), v)
+    context = jnp.swapaxes(jnp.einsum('bnqk,bnkd->bnqd', probs.astype(v.dtype), v), 1, 2)
     out = Dense(cfg, heads, (cfg.hidden_size,), ('heads', 'head_dim'), ('hidden',), self.copies,
                 name='output')(context, copy)
     out = nn.Dropout(cfg.dropout_rate)(out, deterministic=self.deterministic)
@@ -286,7 +288,7 @@ class FeedForward(nn.Module):
     h = Dense(cfg, (cfg.hidden_size,), (cfg.intermediate_size,), ('hidden',), ('mlp',), self.copies,
               name='intermediate')(x, copy)
     h = ACTIVATIONS[cfg.hidden_act](h)
-    h = nn.with_logical_constraint(h, ('batch', 'length', 'mlp'))
+    h = nn.with_logical_constraint(h, ('batch', 'length', 'act_mlp'))
     out = Dense(cfg, (cfg.intermediate_size,), (cfg.hidden_size,), ('mlp',), ('hidden',), self.copies,
                 name='output')(h, copy)
     out = nn.Dropout(cfg.dropout_rate)(out, deterministic=self.deterministic)
@@ -305,7 +307,7 @@ class Block(nn.Module):
     x = SelfAttention(cfg, attention_copies, self.deterministic, name='attention')(
         x, cfg.block_copy(block_index, attention_copies), mask_bias)
     x = FeedForward(cfg, ffn_copies, self.deterministic, name='ffn')(x, cfg.block_copy(block_index, ffn_copies))
-    x = nn.with_logical_constraint(x, ('batch', 'length', 'hidden'))
+    x = nn.with_logical_constraint(x, ('batch', 'length', 'act_hidden'))
     return x, None
 
 
@@ -320,7 +322,7 @@ class Encoder(nn.Module):
     if cfg.embedding_size != cfg.hidden_size:
       x = Dense(cfg, (cfg.embedding_size,), (cfg.hidden_size,), ('embedding',), ('hidden',),
                 name='embedding_projection')(x)
-    x = nn.with_logical_constraint(x, ('batch', 'length', 'hidden'))
+    x = nn.with_logical_constraint(x, ('batch', 'length', 'act_hidden'))
     block = Block
     if cfg.remat != 'none':
       # prevent_cse=False is safe (and faster) inside scan, whose loop already stops the CSE remat guards against.

@@ -57,8 +57,8 @@ class UnbiasedAdamState(NamedTuple):
 def scale_by_unbiased_adam(b1: float, b2: float, eps: float) -> optax.GradientTransformation:
   """Adam's direction m / (sqrt(v) + eps) without bias correction, as the original's optimizers."""
   def init(params):
-    zeros = jax.tree.map(lambda p: jnp.zeros_like(p, jnp.float32), params)
-    return UnbiasedAdamState(mu=zeros, nu=zeros)
+    zeros = lambda: jax.tree.map(lambda p: jnp.zeros_like(p, jnp.float32), params)
+    return UnbiasedAdamState(mu=zeros(), nu=zeros())  # two trees: donated buffers must not alias
 
   def update(grads, state, params=None):
     del params

@@ -15,9 +15,6 @@ from ml_collections import config_flags
 from albert_jax.config import validate
 from albert_jax.model import Albert, ModelConfig, abstract_params
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
-_FORMAT = flags.DEFINE_enum('format', 'text', ['text', 'json'], 'Output format.')
-
 
 def count_params(model_config: ModelConfig) -> dict:
   """Parameter counts by part. 'backbone' (embeddings + projection + encoder + pooler) is what the paper
@@ -93,5 +90,8 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  # Flags are defined only when run as a program: other modules import this one's functions.
+  _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
+  _FORMAT = flags.DEFINE_enum('format', 'text', ['text', 'json'], 'Output format.')
   flags.mark_flags_as_required(['config'])
   app.run(main)

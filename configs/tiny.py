@@ -16,4 +16,12 @@ def get_config(arg=None):
   config.data.max_seq_length = 128
   config.train.batch_size = 32
   config.train.num_steps = 2000
+  config.train.learning_rate = 5e-3  # LAMB at batch 32 takes a larger step than the paper's 1.76e-3 at 4096
+  config.train.warmup_steps = 100
+  config.train.log_every = 100
+  config.train.eval_every = 500
+  config.train.eval_batches = 10
+  config.train.checkpoint_every = 500
+  config.train.fill_mask_text = 'If the file does not exist, an exception is raised.'
+  config.train.fill_mask_word = 'exception'
   return config

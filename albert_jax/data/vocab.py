@@ -13,13 +13,6 @@ from absl import app, flags
 
 from albert_jax.data import sources, tokenizer
 
-_INPUT = flags.DEFINE_string('input', None, 'Sources, as data.source: builtin, tfds:NAME, lines:GLOB, text:GLOB.')
-_VOCAB_SIZE = flags.DEFINE_integer('vocab_size', 30000, 'Number of pieces.')
-_OUTPUT = flags.DEFINE_string('output', None, 'Output prefix: writes PREFIX.model and PREFIX.vocab.')
-_MAX_SENTENCES = flags.DEFINE_integer('max_sentences', 10_000_000, 'Sentences sampled for training (the '
-                                      'original: input_sentence_size 10M).')
-_TFDS_DATA_DIR = flags.DEFINE_string('tfds_data_dir', None, 'TFDS data directory (local or gs://).')
-
 
 def sentences(spec_text, data_dir=None, limit=None):
   """Preprocessed sentences of every source's documents, in order, up to `limit`."""
@@ -54,5 +47,12 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  # Flags are defined only when run as a program: other modules import this one's functions.
+  _INPUT = flags.DEFINE_string('input', None, 'Sources, as data.source: builtin, tfds:NAME, lines:GLOB, text:GLOB.')
+  _VOCAB_SIZE = flags.DEFINE_integer('vocab_size', 30000, 'Number of pieces.')
+  _OUTPUT = flags.DEFINE_string('output', None, 'Output prefix: writes PREFIX.model and PREFIX.vocab.')
+  _MAX_SENTENCES = flags.DEFINE_integer('max_sentences', 10_000_000, 'Sentences sampled for training (the '
+                                        'original: input_sentence_size 10M).')
+  _TFDS_DATA_DIR = flags.DEFINE_string('tfds_data_dir', None, 'TFDS data directory (local or gs://).')
   flags.mark_flags_as_required(['input', 'output'])
   app.run(main)

@@ -1,0 +1,52 @@
+"""Training checkpoints with orbax: the train state and the data pipeline's state, saved together.
+
+Saves are asynchronous; orbax writes into a temporary directory and renames it when complete, so a run killed
+mid-save leaves no half checkpoint behind. The last `keep` checkpoints and the best by held-out MLM accuracy
+are kept. A committed checkpoint that cannot be restored (a damaged file) is reported and skipped: restore falls
+back to the previous one, and never loads partial state.
+"""
+import pathlib
+
+import jax
+import orbax.checkpoint as ocp
+from absl import logging
+from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
+
+BEST_METRIC = 'eval_mlm_accuracy'
+
+
+def manager(workdir, keep: int) -> ocp.CheckpointManager:
+  policy = preservation.AnyPreservationPolicy([
+      preservation.LatestN(keep),
+      preservation.BestN(get_metric_fn=lambda metrics: metrics[BEST_METRIC], reverse=False, n=1,
+                         keep_checkpoints_without_metrics=False),
+  ])
+  options = ocp.CheckpointManagerOptions(preservation_policy=policy, enable_async_checkpointing=True,
+                                         cleanup_tmp_directories=True)
+  return ocp.CheckpointManager(pathlib.Path(workdir).absolute() / 'checkpoints', options=options,
+                               item_names=('state', 'data'))
+
+
+def save(mngr: ocp.CheckpointManager, step: int, state, data_state: dict, metrics: dict | None = None,
+         force: bool = False) -> None:
+  mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state)),
+            metrics=metrics, force=force)
+
+
+def restore_latest(mngr: ocp.CheckpointManager, abstract_state):
+  """(step, state, data_state) of the newest checkpoint that restores, or None. `abstract_state` carries the
+  target shardings, so a checkpoint written on another mesh shape restores onto this one."""
+  for step in sorted(mngr.all_steps(), reverse=True):
+    try:
+      restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
+                                                            data=ocp.args.JsonRestore()))
+    except Exception as e:  # orbax and tensorstore raise many types for damaged or missing files
+      logging.error('checkpoint %d in %s cannot be restored (%s: %s); skipping it', step, mngr.directory,
+                    type(e).__name__, str(e)[:300])
+      continue
+    return step, restored.state, restored.data
+  return None
+
+
+def abstract(tree, shardings):
+  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)

@@ -1,0 +1,91 @@
+"""Throughput, MFU against the device's peak, progress lines with ETA, and TensorBoard scalars."""
+import pathlib
+import resource
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# Dense bf16 peak per JAX device (a v2/v3 device is one core: half a chip).
+PEAK_FLOPS = {'TPU v2': 22.5e12, 'TPU v3': 61.5e12, 'TPU v4': 275e12, 'TPU v5 lite': 197e12, 'TPU v5e': 197e12,
+              'TPU v5p': 459e12, 'TPU v6 lite': 918e12, 'TPU v6e': 918e12, 'NVIDIA H100': 989e12,
+              'NVIDIA H200': 989e12, 'NVIDIA A100': 312e12}
+
+
+def measured_matmul_flops(size: int = 1024, repeats: int = 5) -> float:
+  """FLOP/s of a float32 matmul on the default device: the peak we compare CPUs with."""
+  x = jnp.ones((size, size), jnp.float32)
+  matmul = jax.jit(lambda a: a @ a)
+  matmul(x).block_until_ready()
+  start = time.perf_counter()
+  for _ in range(repeats):
+    matmul(x).block_until_ready()
+  return 2 * size ** 3 * repeats / (time.perf_counter() - start)
+
+
+def peak_flops_per_device() -> tuple:
+  """(FLOP/s, where the figure comes from)."""
+  kind = jax.devices()[0].device_kind
+  for name, flops in PEAK_FLOPS.items():
+    if kind.startswith(name):
+      return flops, f'{kind} bf16 peak'
+  return measured_matmul_flops(), f'{kind} measured fp32 matmul'
+
+
+def memory_in_use() -> dict:
+  stats = jax.devices()[0].memory_stats() or {}
+  out = {'host_max_rss_gib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
+  if 'bytes_in_use' in stats:
+    out['device_gib_in_use'] = stats['bytes_in_use'] / 2 ** 30
+  return out
+
+
+class Progress:
+  """Steps/s, examples/s, tokens/s, MFU and ETA between reports; compile time is excluded by starting late."""
+
+  def __init__(self, first_step: int, last_step: int, flops_per_step: float, peak_flops: float, devices: int):
+    self.last_step, self.flops_per_step, self.peak = last_step, flops_per_step, peak_flops * devices
+    self.mark_step, self.mark_time = first_step, None
+    self.examples = self.tokens = 0
+
+  def add(self, examples: int, tokens: int) -> None:
+    self.examples += examples
+    self.tokens += tokens
+
+  def report(self, step: int) -> dict:
+    now = time.perf_counter()
+    if self.mark_time is None:  # the first report only starts the clock (it includes compilation)
+      self.mark_step, self.mark_time, self.examples, self.tokens = step, now, 0, 0
+      return {}
+    seconds, steps = now - self.mark_time, step - self.mark_step
+    out = {'steps_per_sec': steps / seconds, 'examples_per_sec': self.examples / seconds,
+           'tokens_per_sec': self.tokens / seconds, 'mfu': self.flops_per_step * steps / seconds / self.peak,
+           'eta_seconds': (self.last_step - step) * seconds / max(steps, 1)}
+    self.mark_step, self.mark_time, self.examples, self.tokens = step, now, 0, 0
+    return out
+
+
+def format_eta(seconds: float) -> str:
+  seconds = int(seconds)
+  return f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
+
+
+class Writer:
+  """TensorBoard event files (process 0 only)."""
+
+  def __init__(self, workdir: pathlib.Path, enabled: bool):
+    self.writer = None
+    if enabled:
+      import tensorflow as tf
+      self.tf = tf
+      self.writer = tf.summary.create_file_writer(str(workdir / 'tensorboard'))
+
+  def scalars(self, step: int, values: dict) -> None:
+    if self.writer is None:
+      return
+    with self.writer.as_default():
+      for name, value in values.items():
+        if np.ndim(value) == 0 and np.isfinite(value):
+          self.tf.summary.scalar(name, float(value), step=step)
+    self.writer.flush()

@@ -1,0 +1,84 @@
+"""The device mesh, the logical-axis rules that map parameters and activations onto it, and global batches.
+
+Mesh axes: 'data' (batch only), 'fsdp' (batch, and parameters' hidden axis), 'model' (heads and FFN columns).
+`mesh.data=-1` (the default) puts every device on 'data': pure data parallelism.
+"""
+import math
+
+import flax.linen as nn
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+MESH_AXES = ('data', 'fsdp', 'model')
+BATCH_AXES = ('data', 'fsdp')
+
+# Logical axis names (model.py) -> mesh axes. Activations have their own names so that FSDP's sharding of the
+# parameters' hidden axis never shards activations along hidden.
+RULES = (
+    ('batch', BATCH_AXES),
+    ('length', None),
+    ('act_hidden', None),
+    ('act_mlp', 'model'),
+    ('hidden', 'fsdp'),
+    ('heads', 'model'),
+    ('mlp', 'model'),
+    ('head_dim', None),
+    ('hidden_out', None),
+    ('embedding', None),
+    ('vocab', None),  # E = 128: the V x E table is small; replicating it avoids uneven vocabulary shards
+    ('layers', None),
+)
+
+
+def make_mesh(mesh_config, devices=None) -> jax.sharding.Mesh:
+  devices = list(devices if devices is not None else jax.devices())
+  sizes = [mesh_config[axis] for axis in MESH_AXES]
+  if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
+    raise ValueError(f'config.mesh {dict(zip(MESH_AXES, sizes))}: give positive sizes, at most one of them -1 '
+                     f'(the rest of the devices).')
+  known = math.prod(s for s in sizes if s != -1)
+  if -1 in sizes:
+    if len(devices) % known:
+      raise ValueError(f'config.mesh {dict(zip(MESH_AXES, sizes))}: {len(devices)} devices are not divisible by '
+                       f'{known}.')
+    sizes[sizes.index(-1)] = len(devices) // known
+  if math.prod(sizes) != len(devices):
+    raise ValueError(f'config.mesh {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices; there are '
+                     f'{len(devices)}. Use -1 for one axis to take the rest.')
+  return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 3, devices=devices)
+
+
+def data_parallel_size(mesh) -> int:
+  return mesh.shape['data'] * mesh.shape['fsdp']
+
+
+def param_shardings(boxed_abstract_params, mesh):
+  specs = nn.get_partition_spec(boxed_abstract_params)
+  return nn.logical_to_mesh_sharding(specs, mesh, RULES)
+
+
+def opt_state_shardings(abstract_opt_state, params_sharding, mesh):
+  """Optimizer slots that mirror a parameter (Adam's m and v) take its sharding; everything else is replicated."""
+  by_path = {tuple(str(getattr(k, 'key', k)) for k in path): s
+             for path, s in jax.tree_util.tree_flatten_with_path(params_sharding)[0]}
+
+  def shard(path, leaf):
+    names = tuple(str(getattr(k, 'key', getattr(k, 'name', k))) for k in path)
+    for start in range(len(names)):
+      spec = by_path.get(names[start:])
+      if spec is not None and len(spec.spec) <= leaf.ndim:
+        return spec
+    return NamedSharding(mesh, P())
+
+  return jax.tree_util.tree_map_with_path(shard, abstract_opt_state)
+
+
+def batch_sharding(mesh) -> NamedSharding:
+  return NamedSharding(mesh, P(BATCH_AXES))
+
+
+def global_batch(local_batch: dict, mesh) -> dict:
+  """This host's numpy batch -> global arrays sharded over the batch axes (every host passes its own part)."""
+  sharding = batch_sharding(mesh)
+  return {k: jax.make_array_from_process_local_data(sharding, np.asarray(v)) for k, v in local_batch.items()}

@@ -1,0 +1,249 @@
+"""Pretrain ALBERT.
+
+  python -m albert_jax.train --config=configs/tiny.py --workdir=/tmp/albert_tiny [--config.train.num_steps=500]
+
+The same command resumes: a workdir with checkpoints continues from the newest complete one, data included.
+Reads top to bottom in the order things happen: config and workdir, mesh, data, model and optimizer, state
+(restored or new), compiled steps, the loop (log, evaluate, checkpoint), and a closing report.
+"""
+import json
+import pathlib
+import signal
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from albert_jax import checkpoint, metrics, optim, sharding
+from albert_jax.config import validate
+from albert_jax.data import pipeline as pipeline_lib
+from albert_jax.data.tokenizer import MASK
+from albert_jax.model import Albert, ConfigError, init_params
+from albert_jax.summary import training_flops_per_sequence
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files and the config.')
+
+
+def losses(model, params, batch, dropout_rng, sentence_task: str, deterministic: bool):
+  """(total loss, sums for metrics). MLM: weighted token mean over the batch, + 1e-5 in the denominator, as the
+  original; SOP/NSP: mean cross-entropy, left out of the loss when sentence_task is 'none'."""
+  out = model.apply({'params': params}, batch['input_ids'], batch['segment_ids'], batch['input_mask'],
+                    masked_lm_positions=batch['masked_lm_positions'], deterministic=deterministic,
+                    rngs={'dropout': dropout_rng})
+  weights = batch['masked_lm_weights']
+  mlm_ce = optax.softmax_cross_entropy_with_integer_labels(out.mlm_logits, batch['masked_lm_ids'])
+  mlm_loss = jnp.sum(mlm_ce * weights) / (jnp.sum(weights) + 1e-5)
+  labels = batch['sentence_order_labels']
+  sop_ce = optax.softmax_cross_entropy_with_integer_labels(out.sop_logits, labels)
+  loss = mlm_loss + (jnp.mean(sop_ce) if sentence_task != 'none' else 0.0)
+  sums = {'mlm_loss': jnp.sum(mlm_ce * weights), 'mlm_correct': jnp.sum((out.mlm_logits.argmax(-1) ==
+                                                                         batch['masked_lm_ids']) * weights),
+          'mlm_count': jnp.sum(weights), 'sop_loss': jnp.sum(sop_ce),
+          'sop_correct': jnp.sum(out.sop_logits.argmax(-1) == labels), 'sop_count': jnp.asarray(labels.size)}
+  return loss, sums
+
+
+def rates(sums: dict, prefix: str = '') -> dict:
+  return {f'{prefix}mlm_loss': sums['mlm_loss'] / max(sums['mlm_count'], 1),
+          f'{prefix}mlm_accuracy': sums['mlm_correct'] / max(sums['mlm_count'], 1),
+          f'{prefix}sop_loss': sums['sop_loss'] / max(sums['sop_count'], 1),
+          f'{prefix}sop_accuracy': sums['sop_correct'] / max(sums['sop_count'], 1)}
+
+
+def check_workdir(workdir: pathlib.Path, config) -> None:
+  """A workdir holds one run: refuse to resume it with a different model."""
+  saved = workdir / 'config.json'
+  if saved.exists():
+    before = json.loads(saved.read_text()).get('model', {})
+    now = json.loads(config.model.to_json_best_effort())
+    changed = {k: (before.get(k), v) for k, v in now.items() if before.get(k) != v}
+    if changed:
+      raise ConfigError(f'{workdir} holds a run of a different model ({", ".join(f"model.{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())}). '
+                        f'Use a new --workdir, or the config that run used.')
+
+
+def fill_mask_example(model, params, tokenizer, text: str, word: str) -> str:
+  """`text` with `word` masked (all its pieces) and the model's best guess for each piece."""
+  ids = list(tokenizer.encode([text])[0])
+  word_ids = list(tokenizer.encode([word])[0])
+  start = next(i for i in range(len(ids)) if ids[i:i + len(word_ids)] == word_ids)
+  positions = list(range(start + 1, start + 1 + len(word_ids)))  # +1 for [CLS]
+  tokens = np.array([[2] + ids + [3]], np.int32)
+  tokens[0, positions] = MASK
+  out = model.apply({'params': params}, jnp.asarray(tokens), masked_lm_positions=jnp.asarray([positions]))
+  guess = tokenizer.sp.decode([int(i) for i in np.asarray(out.mlm_logits[0]).argmax(-1)])
+  return f'{text.replace(word, "[MASK]")}\n    answer: {word!r}   model: {guess!r}'
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
+  """Trains (or resumes) the run in `workdir`; returns the final held-out metrics."""
+  # ---- Config and workdir: every check before anything expensive.
+  model_config = validate(config)
+  workdir = pathlib.Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  check_workdir(workdir, config)
+  mesh = sharding.make_mesh(config.mesh, devices)
+  if config.train.batch_size % sharding.data_parallel_size(mesh):
+    raise ConfigError(f'config.train.batch_size {config.train.batch_size} is not divisible by the data-parallel '
+                      f'size {sharding.data_parallel_size(mesh)} (mesh {dict(mesh.shape)}).')
+  host, hosts = jax.process_index(), jax.process_count()
+  say = lambda text: print(text, flush=True) if host == 0 else None
+  tokenizer = pipeline_lib.load_tokenizer(config)  # a missing or mismatched vocabulary stops here
+  if host == 0:
+    (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2) + '\n')
+    (workdir / 'run.json').write_text(json.dumps({
+        'devices': len(mesh.devices.flat), 'device_kind': jax.devices()[0].device_kind, 'mesh': dict(mesh.shape),
+        'hosts': hosts, 'batch_per_host': config.train.batch_size // hosts, 'vocab': tokenizer.path,
+        'jax': jax.__version__}, indent=2) + '\n')
+
+  # ---- Data: this host's shard of the training documents, and the held-out ones.
+  train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts)
+  make_eval_data = lambda: pipeline_lib.Pipeline(config, tokenizer, 'eval', host, hosts)
+
+  # ---- Model, optimizer, and where every array lives.
+  model = Albert(model_config)
+  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
+  abstract_params = nn.unbox(boxed)
+  tx = optim.make(config.train, abstract_params, boxed)
+  params_sharding = sharding.param_shardings(boxed, mesh)
+  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+  state_sharding = {'step': replicated, 'params': params_sharding,
+                    'opt_state': sharding.opt_state_shardings(jax.eval_shape(tx.init, abstract_params),
+                                                              params_sharding, mesh)}
+
+  def new_state(rng):
+    params = nn.unbox(init_params(model, rng))
+    return {'step': jnp.zeros((), jnp.int32), 'params': params, 'opt_state': tx.init(params)}
+
+  # ---- State: the newest complete checkpoint, else a fresh start.
+  checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints)
+  abstract_state = checkpoint.abstract(jax.eval_shape(new_state, jax.random.key(0)), state_sharding)
+  restored = checkpoint.restore_latest(checkpoints, abstract_state)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+    if restored:
+      first_step, state, data_state = restored
+      train_data.restore(data_state)
+      say(f'resumed from step {first_step} in {workdir}')
+    else:
+      first_step = 0
+      state = jax.jit(new_state, out_shardings=state_sharding)(jax.random.key(config.train.seed))
+
+  # ---- Compiled steps.
+  task = config.data.sentence_task
+  base_rng = jax.random.key(config.train.seed + 1)
+
+  def train_step(state, batch):
+    rng = jax.random.fold_in(base_rng, state['step'])
+    grad_fn = jax.value_and_grad(lambda p: losses(model, p, batch, rng, task, False), has_aux=True)
+    (loss, sums), grads = grad_fn(state['params'])
+    updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
+    params = optax.apply_updates(state['params'], updates)
+    ratios = optim.trust_ratios(opt_state)
+    out = {'loss': loss, 'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(params),
+           'learning_rate': optim.schedule(config.train.learning_rate, config.train.warmup_steps,
+                                           config.train.num_steps, config.train.poly_power)(state['step']),
+           **sums}
+    if ratios:
+      flat = jnp.concatenate(ratios)
+      out.update(trust_ratio_min=flat.min(), trust_ratio_mean=flat.mean(), trust_ratio_max=flat.max())
+    return {'step': state['step'] + 1, 'params': params, 'opt_state': opt_state}, out
+
+  batch_sharding = sharding.batch_sharding(mesh)
+  train_step = jax.jit(train_step, in_shardings=(state_sharding, batch_sharding),
+                       out_shardings=(state_sharding, replicated), donate_argnums=0)
+  eval_step = jax.jit(lambda params, batch: losses(model, params, batch, base_rng, task, True)[1],
+                      in_shardings=(params_sharding, batch_sharding), out_shardings=replicated)
+
+  def evaluate(params) -> dict:
+    eval_data, totals = make_eval_data(), None
+    for _ in range(config.train.eval_batches):
+      with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+        sums = jax.device_get(eval_step(params, sharding.global_batch(eval_data.next_batch(), mesh)))
+      totals = sums if totals is None else {k: totals[k] + sums[k] for k in sums}
+    return rates(totals, 'eval_')
+
+  # ---- The loop.
+  stop = {'signal': None}
+  signal.signal(signal.SIGTERM, lambda signum, frame: stop.update(signal=signum))
+  writer = metrics.Writer(workdir, enabled=host == 0)
+  peak, peak_source = metrics.peak_flops_per_device()
+  flops_per_step = training_flops_per_sequence(model_config, config.data.max_seq_length,
+                                               config.data.max_predictions_per_seq) * config.train.batch_size
+  progress = metrics.Progress(first_step, config.train.num_steps, flops_per_step, peak, len(mesh.devices.flat))
+  say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(abstract_params)):,} parameters, mesh {dict(mesh.shape)}, '
+      f'{hosts} host(s); MFU against {peak:.3g} FLOP/s per device ({peak_source})')
+  first_eval = evaluate(state['params']) if first_step == 0 else None
+  if first_eval:
+    writer.scalars(0, first_eval)
+  eval_metrics = first_eval or {}
+  step = first_step
+  batch = train_data.next_batch() if step < config.train.num_steps else None
+  while step < config.train.num_steps:
+    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+      state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
+    progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
+    step += 1
+    data_state = train_data.state()  # the state that produces the *next* batch: saved with this step
+    batch = train_data.next_batch() if step < config.train.num_steps else None  # overlaps the device's work
+    step_metrics = jax.device_get(step_metrics)
+    if not all(np.isfinite(step_metrics[k]) for k in ('loss', 'grad_norm')):
+      checkpoints.wait_until_finished()
+      raise FloatingPointError(f'non-finite loss or gradient at step {step} (loss {step_metrics["loss"]}, '
+                               f'gradient norm {step_metrics["grad_norm"]}); nothing was saved from this step. '
+                               f'The last checkpoint is intact: lower train.learning_rate or raise '
+                               f'train.warmup_steps and resume.')
+    if step % config.train.log_every == 0 or step == config.train.num_steps:
+      report = {**rates(step_metrics), **{k: v for k, v in step_metrics.items() if 'count' not in k and
+                                          'correct' not in k and not k.endswith('_loss')},
+                **progress.report(step), **metrics.memory_in_use()}
+      writer.scalars(step, report)
+      if host == 0:
+        eta = metrics.format_eta(report['eta_seconds']) if 'eta_seconds' in report else '--'
+        print(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc '
+              f'{report["mlm_accuracy"]:.3f}  sop_acc {report["sop_accuracy"]:.3f}  '
+              f'{report.get("steps_per_sec", 0):.2f} steps/s  {report.get("examples_per_sec", 0):.0f} ex/s  '
+              f'MFU {100 * report.get("mfu", 0):.1f}%  ETA {eta}', flush=True)
+    is_last = step == config.train.num_steps
+    if step % config.train.eval_every == 0 or is_last:
+      eval_metrics = evaluate(state['params'])
+      writer.scalars(step, eval_metrics)
+      say(f'step {step} held-out: ' + '  '.join(f'{k[5:]} {float(v):.4f}' for k, v in eval_metrics.items()))
+    preempted = stop['signal'] is not None
+    if step % config.train.checkpoint_every == 0 or is_last or preempted:
+      checkpoint.save(checkpoints, step, state, data_state, {checkpoint.BEST_METRIC: float(
+          eval_metrics.get('eval_mlm_accuracy', 0.0))} if step % config.train.eval_every == 0 or is_last else None,
+                      force=True)
+    if preempted:
+      checkpoints.wait_until_finished()
+      say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
+      return {'preempted_at': step, **eval_metrics}
+  checkpoints.wait_until_finished()
+
+  # ---- Closing report.
+  result = {k: float(v) for k, v in eval_metrics.items()}
+  if host == 0 and first_eval:
+    print(f'held-out MLM accuracy {first_eval["eval_mlm_accuracy"]:.3f} -> {result["eval_mlm_accuracy"]:.3f}, '
+          f'SOP accuracy {first_eval["eval_sop_accuracy"]:.3f} -> {result["eval_sop_accuracy"]:.3f}')
+  if host == 0 and config.train.fill_mask_text:
+    params = jax.device_get(state['params'])
+    print('fill in the mask: ' + fill_mask_example(model, params, tokenizer, config.train.fill_mask_text,
+                                                   config.train.fill_mask_word))
+  return result
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS['verbosity'].present:  # TFDS and JAX log every dataset and backend at INFO
+    logging.set_verbosity(logging.WARNING)
+  train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == '__main__':
+  flags.mark_flags_as_required(['config', 'workdir'])
+  app.run(main)
