@@ -6,6 +6,7 @@ are kept. A committed checkpoint that cannot be restored (a damaged file) is rep
 back to the previous one, and never loads partial state.
 """
 import pathlib
+import time
 
 import jax
 import orbax.checkpoint as ocp
@@ -41,11 +42,28 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state):
       restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
                                                             data=ocp.args.JsonRestore()))
     except Exception as e:  # orbax and tensorstore raise many types for damaged or missing files
-      logging.error('checkpoint %d in %s cannot be restored (%s: %s); skipping it', step, mngr.directory,
-                    type(e).__name__, str(e)[:300])
+      aside = _set_aside(mngr, step)
+      logging.error('checkpoint %d in %s cannot be restored (%s: %s); moved to %s and skipped', step,
+                    mngr.directory, type(e).__name__, str(e)[:300], aside)
+      print(f'checkpoint {step} cannot be restored ({type(e).__name__}); kept as {aside}, resuming from an '
+            f'earlier one', flush=True)
       continue
     return step, restored.state, restored.data
   return None
+
+
+def _set_aside(mngr: ocp.CheckpointManager, step: int) -> pathlib.Path:
+  """Renames a damaged checkpoint out of the way (kept for inspection, never deleted) so that the run can
+  write that step again."""
+  path = pathlib.Path(mngr.directory) / str(step)
+  aside = path.with_name(f'{step}.damaged-{int(time.time())}')
+  if jax.process_index() == 0:
+    path.rename(aside)
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils
+    multihost_utils.sync_global_devices('albert_jax: damaged checkpoint set aside')
+  mngr.reload()
+  return aside
 
 
 def abstract(tree, shardings):

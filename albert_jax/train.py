@@ -22,12 +22,17 @@ from ml_collections import config_flags
 from albert_jax import checkpoint, metrics, optim, sharding
 from albert_jax.config import validate
 from albert_jax.data import pipeline as pipeline_lib
-from albert_jax.data.tokenizer import MASK
+from albert_jax.data.tokenizer import CLS, MASK, SEP
 from albert_jax.model import Albert, ConfigError, init_params
 from albert_jax.summary import training_flops_per_sequence
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
 _WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files and the config.')
+_DISTRIBUTED = flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() first: needed on multi-host '
+                                 'TPU pods (where it finds its peers itself) and for several local processes.')
+_COORDINATOR = flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 (not needed on TPU VMs).')
+_NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'Number of processes (not needed on TPU VMs).')
+_PROCESS_ID = flags.DEFINE_integer('process_id', None, 'This process (not needed on TPU VMs).')
 
 
 def losses(model, params, batch, dropout_rng, sentence_task: str, deterministic: bool):
@@ -68,17 +73,32 @@ def check_workdir(workdir: pathlib.Path, config) -> None:
                         f'Use a new --workdir, or the config that run used.')
 
 
+def all_hosts(data_state: dict) -> dict:
+  """Every host's pipeline state in one record (a checkpoint is written once for all hosts)."""
+  if jax.process_count() == 1:
+    return {'hosts': [data_state]}
+  from jax.experimental import multihost_utils
+  numbers = np.array([data_state['step']] + [x for stream in data_state['streams'] for x in stream], np.int64)
+  table = multihost_utils.process_allgather(numbers)
+  return {'hosts': [{**data_state, 'host': h, 'step': int(row[0]), 'streams': row[1:].reshape(-1, 3).tolist()}
+                    for h, row in enumerate(table)]}
+
+
 def fill_mask_example(model, params, tokenizer, text: str, word: str) -> str:
-  """`text` with `word` masked (all its pieces) and the model's best guess for each piece."""
+  """`text` with `word` masked (all its pieces), and the model's five best guesses for its first piece."""
   ids = list(tokenizer.encode([text])[0])
   word_ids = list(tokenizer.encode([word])[0])
   start = next(i for i in range(len(ids)) if ids[i:i + len(word_ids)] == word_ids)
   positions = list(range(start + 1, start + 1 + len(word_ids)))  # +1 for [CLS]
-  tokens = np.array([[2] + ids + [3]], np.int32)
+  tokens = np.array([[CLS] + ids + [SEP]], np.int32)
   tokens[0, positions] = MASK
-  out = model.apply({'params': params}, jnp.asarray(tokens), masked_lm_positions=jnp.asarray([positions]))
-  guess = tokenizer.sp.decode([int(i) for i in np.asarray(out.mlm_logits[0]).argmax(-1)])
-  return f'{text.replace(word, "[MASK]")}\n    answer: {word!r}   model: {guess!r}'
+  logits = np.asarray(model.apply({'params': params}, jnp.asarray(tokens),
+                                  masked_lm_positions=jnp.asarray([positions])).mlm_logits[0, 0])
+  probs = np.exp(logits - logits.max())
+  probs /= probs.sum()
+  guesses = ', '.join(f'{tokenizer.decode_pieces([i])[0]!r} {probs[i]:.0%}' for i in np.argsort(-probs)[:5])
+  masked = text.replace(f' {word} ', ' [MASK] ', 1) if f' {word} ' in text else text.replace(word, '[MASK]', 1)
+  return f'{masked}\n    answer {word!r}; model: {guesses}'
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
@@ -128,7 +148,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     if restored:
       first_step, state, data_state = restored
-      train_data.restore(data_state)
+      train_data.restore(data_state['hosts'][host])
       say(f'resumed from step {first_step} in {workdir}')
     else:
       first_step = 0
@@ -216,7 +236,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       say(f'step {step} held-out: ' + '  '.join(f'{k[5:]} {float(v):.4f}' for k, v in eval_metrics.items()))
     preempted = stop['signal'] is not None
     if step % config.train.checkpoint_every == 0 or is_last or preempted:
-      checkpoint.save(checkpoints, step, state, data_state, {checkpoint.BEST_METRIC: float(
+      checkpoint.save(checkpoints, step, state, all_hosts(data_state), {checkpoint.BEST_METRIC: float(
           eval_metrics.get('eval_mlm_accuracy', 0.0))} if step % config.train.eval_every == 0 or is_last else None,
                       force=True)
     if preempted:
@@ -241,6 +261,9 @@ def main(argv):
   del argv
   if not flags.FLAGS['verbosity'].present:  # TFDS and JAX log every dataset and backend at INFO
     logging.set_verbosity(logging.WARNING)
+  if _DISTRIBUTED.value:
+    jax.distributed.initialize(coordinator_address=_COORDINATOR.value, num_processes=_NUM_PROCESSES.value,
+                               process_id=_PROCESS_ID.value, initialization_timeout=120)
   train_and_evaluate(_CONFIG.value, _WORKDIR.value)
 
 

@@ -1,0 +1,122 @@
+"""Training throughput on this machine: albert_jax's train step against HF transformers' AlbertForPreTraining.
+
+  python bench/train_throughput.py [--batch=8] [--seq_len=128] [--steps=10]
+
+Both train ALBERT-base shapes (V 30000, E 128, H 768, 12 layers, 12 heads, FFN 3072) in float32 on the same
+random batch (20 masked positions per sequence, SOP labels), one after the other in this process: ours with
+LAMB (the original's optimizer), HF with torch.optim.AdamW (its usual recipe). Reports the median step, tokens/s,
+the ratio, and our MFU against the measured float32 matmul rate of this machine. Needs the [hf] extra.
+"""
+import argparse
+import os
+import statistics
+import time
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from albert_jax import metrics, optim, train
+from albert_jax.config import defaults
+from albert_jax.model import Albert, ModelConfig, init_params
+from albert_jax.summary import training_flops_per_sequence
+
+
+def make_batch(batch: int, seq_len: int, predictions: int, vocab: int) -> dict:
+  rng = np.random.default_rng(0)
+  positions = np.sort(np.stack([rng.choice(np.arange(1, seq_len - 1), predictions, replace=False)
+                                for _ in range(batch)]), axis=1).astype(np.int32)
+  segment_ids = np.zeros((batch, seq_len), np.int32)
+  segment_ids[:, seq_len // 2:] = 1
+  return {'input_ids': rng.integers(5, vocab, (batch, seq_len)).astype(np.int32), 'segment_ids': segment_ids,
+          'input_mask': np.ones((batch, seq_len), np.int32), 'masked_lm_positions': positions,
+          'masked_lm_ids': rng.integers(5, vocab, (batch, predictions)).astype(np.int32),
+          'masked_lm_weights': np.ones((batch, predictions), np.float32),
+          'sentence_order_labels': rng.integers(0, 2, batch).astype(np.int32)}
+
+
+def time_steps(step, steps: int) -> float:
+  step()  # compile / warm up
+  step()
+  times = []
+  for _ in range(steps):
+    start = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - start)
+  return statistics.median(times)
+
+
+def ours(config, batch, steps: int) -> float:
+  model = Albert(ModelConfig.from_config(config.model))
+  boxed = init_params(model, jax.random.key(0))
+  params = nn.unbox(boxed)
+  tx = optim.make(config.train, params, boxed)
+
+  def train_step(params, opt_state, batch):
+    grad_fn = jax.grad(lambda p: train.losses(model, p, batch, jax.random.key(0), 'sop', True)[0])
+    updates, opt_state = tx.update(grad_fn(params), opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+  train_step = jax.jit(train_step, donate_argnums=(0, 1))
+  state = [params, tx.init(params)]
+  device_batch = {k: jnp.asarray(v) for k, v in batch.items()}
+
+  def step():
+    state[0], state[1] = train_step(state[0], state[1], device_batch)
+    jax.block_until_ready(state[0])
+
+  return time_steps(step, steps)
+
+
+def huggingface(config, batch, steps: int) -> float:
+  import torch
+  import transformers
+  torch.set_num_threads(os.cpu_count())
+  m = config.model
+  hf = transformers.AlbertForPreTraining(transformers.AlbertConfig(
+      vocab_size=m.vocab_size, embedding_size=m.embedding_size, hidden_size=m.hidden_size,
+      num_hidden_layers=m.num_layers, num_attention_heads=m.num_heads, intermediate_size=m.intermediate_size,
+      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0))
+  hf.train()
+  optimizer = torch.optim.AdamW(hf.parameters(), lr=1e-4, weight_decay=0.01)
+  labels = np.full(batch['input_ids'].shape, -100, np.int64)
+  np.put_along_axis(labels, batch['masked_lm_positions'], batch['masked_lm_ids'], axis=1)
+  inputs = {'input_ids': torch.tensor(batch['input_ids'], dtype=torch.long),
+            'token_type_ids': torch.tensor(batch['segment_ids'], dtype=torch.long),
+            'attention_mask': torch.tensor(batch['input_mask'], dtype=torch.long),
+            'labels': torch.tensor(labels), 'sentence_order_label': torch.tensor(batch['sentence_order_labels'],
+                                                                                dtype=torch.long)}
+
+  def step():
+    optimizer.zero_grad(set_to_none=True)
+    hf(**inputs).loss.backward()
+    optimizer.step()
+
+  return time_steps(step, steps)
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument('--batch', type=int, default=8)
+  parser.add_argument('--seq_len', type=int, default=128)
+  parser.add_argument('--steps', type=int, default=10)
+  args = parser.parse_args()
+  config = defaults()  # ALBERT-base
+  batch = make_batch(args.batch, args.seq_len, config.data.max_predictions_per_seq, config.model.vocab_size)
+  tokens = args.batch * args.seq_len
+  ours_step = ours(config, batch, args.steps)
+  hf_step = huggingface(config, batch, args.steps)
+  peak = metrics.measured_matmul_flops(size=2048)
+  flops = training_flops_per_sequence(ModelConfig.from_config(config.model), args.seq_len,
+                                      config.data.max_predictions_per_seq) * args.batch
+  print(f'ALBERT-base, fp32, batch {args.batch} x {args.seq_len}, {jax.devices()[0].device_kind}')
+  print(f'  albert_jax (LAMB):        {ours_step:6.3f} s/step  {tokens / ours_step:8.0f} tokens/s  '
+        f'MFU {flops / ours_step / peak:.1%} of the measured {peak / 1e9:.0f} GFLOP/s fp32 matmul')
+  print(f'  HF AlbertForPreTraining:  {hf_step:6.3f} s/step  {tokens / hf_step:8.0f} tokens/s')
+  print(f'  ratio: {hf_step / ours_step:.2f}x HF tokens/s (target >= 1.2x)')
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,156 @@
+"""The training entry point on fake devices: sharded trajectories equal the single-device one, resume after
+SIGKILL and SIGTERM reproduces an uninterrupted run, restore onto another mesh, and bad setups fail early."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_jax import train
+from albert_jax.data.tokenizer import VocabError
+from albert_jax.model import ConfigError
+from conftest import ROOT
+
+
+def small(config, **train_overrides):
+  """The tiny config shrunk further: every test here compiles and runs it several times."""
+  config = config.copy_and_resolve_references()
+  config.data.max_seq_length = 64
+  config.model.max_position_embeddings = 64
+  config.train.update({**dict(batch_size=8, num_steps=6, warmup_steps=2, log_every=1, eval_every=3, eval_batches=1,
+                              checkpoint_every=3, fill_mask_text='', fill_mask_word=''), **train_overrides})
+  return config
+
+
+def read_scalars(workdir) -> dict:
+  """{tag: {step: value}} from the TensorBoard event files; a later file's value for a step wins."""
+  out = {}
+  for path in sorted(glob.glob(f'{workdir}/tensorboard/events.*'), key=os.path.getmtime):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        out.setdefault(value.tag, {})[event.step] = float(tf.make_ndarray(value.tensor))
+  return out
+
+
+def losses(workdir, steps):
+  series = read_scalars(workdir)['loss']
+  return np.array([series[s] for s in steps])
+
+
+@pytest.fixture(scope='module')
+def single_device_run(tiny_config, builtin_tokenizer, tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('single')
+  result = train.train_and_evaluate(small(tiny_config), workdir, devices=jax.devices()[:1])
+  return workdir, result
+
+
+def test_loss_falls_and_metrics_reach_tensorboard(single_device_run):
+  workdir, result = single_device_run
+  scalars = read_scalars(workdir)
+  for tag in ('loss', 'mlm_accuracy', 'sop_accuracy', 'learning_rate', 'grad_norm', 'trust_ratio_mean',
+              'eval_mlm_accuracy', 'eval_sop_loss', 'host_max_rss_gib'):
+    assert tag in scalars, tag
+  assert scalars['learning_rate'][1] == 0.0  # warmup starts at 0, as the original
+  assert set(scalars['loss']) == set(range(1, 7))
+  assert {'steps_per_sec', 'examples_per_sec', 'tokens_per_sec', 'mfu'} <= set(scalars)
+  assert 0 <= result['eval_mlm_accuracy'] <= 1
+  assert sorted(int(p.name) for p in (workdir / 'checkpoints').iterdir() if p.name.isdigit()) == [3, 6]
+
+
+@pytest.mark.parametrize('mesh', [dict(data=8), dict(data=4, model=2), dict(data=2, fsdp=4)])
+def test_sharded_trajectory_equals_single_device(mesh, single_device_run, tiny_config, tmp_path):
+  config = small(tiny_config)
+  config.mesh.update({'data': 1, 'fsdp': 1, 'model': 1, **mesh})
+  train.train_and_evaluate(config, tmp_path)
+  np.testing.assert_allclose(losses(tmp_path, range(1, 7)), losses(single_device_run[0], range(1, 7)),
+                             rtol=2e-5)
+
+
+def test_restore_onto_a_different_mesh_and_skip_a_damaged_checkpoint(single_device_run, tiny_config, tmp_path,
+                                                                    capsys):
+  config = small(tiny_config)
+  config.mesh.update(data=8)
+  train.train_and_evaluate(config, tmp_path)
+  for f in (tmp_path / 'checkpoints' / '6' / 'state').rglob('*'):  # damage the newest checkpoint
+    if f.is_file():
+      f.write_bytes(b'garbage')
+  config.mesh.update(data=2, fsdp=4)
+  train.train_and_evaluate(config, tmp_path)  # skips step 6, resumes step 3 on another mesh, redoes 4..6
+  out = capsys.readouterr().out
+  assert 'checkpoint 6 cannot be restored' in out and 'resumed from step 3' in out
+  assert list((tmp_path / 'checkpoints').glob('6.damaged-*'))  # kept, not deleted
+  np.testing.assert_allclose(losses(tmp_path, range(1, 7)), losses(single_device_run[0], range(1, 7)),
+                             rtol=2e-5)
+
+
+def test_bad_setups_fail_before_compiling(tiny_config, tmp_path):
+  config = small(tiny_config, batch_size=6)
+  with pytest.raises(ConfigError, match='batch_size 6 is not divisible by the data-parallel size 8'):
+    train.train_and_evaluate(config, tmp_path / 'a')
+  config = small(tiny_config)
+  config.data.vocab = str(tmp_path / 'missing.model')
+  with pytest.raises(VocabError, match='does not exist'):
+    train.train_and_evaluate(config, tmp_path / 'b')
+  (tmp_path / 'c').mkdir()
+  other = small(tiny_config)
+  other.model.hidden_size = 128
+  (tmp_path / 'c' / 'config.json').write_text(other.to_json_best_effort())
+  with pytest.raises(ConfigError, match='holds a run of a different model .*hidden_size: 128 there, 64 now'):
+    train.train_and_evaluate(small(tiny_config), tmp_path / 'c')
+
+
+def test_non_finite_loss_stops_and_saves_nothing_from_that_step(tiny_config, tmp_path):
+  config = small(tiny_config)
+  config.model.initializer_range = 1e30
+  with pytest.raises(FloatingPointError, match='non-finite loss or gradient at step 1'):
+    train.train_and_evaluate(config, tmp_path)
+  assert not [p for p in (tmp_path / 'checkpoints').iterdir() if p.name.isdigit()]
+
+
+# --- interrupted runs, as separate processes ------------------------------------------------------------------------
+
+def run_cli(tiny_config, workdir, *extra):
+  args = [sys.executable, '-m', 'albert_jax.train', '--config=configs/tiny.py', f'--workdir={workdir}',
+          f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}', '--config.data.max_seq_length=64',
+          '--config.model.max_position_embeddings=64', '--config.train.batch_size=8', '--config.train.log_every=1',
+          '--config.train.warmup_steps=5',
+          '--config.train.eval_every=1000', '--config.train.eval_batches=1', '--config.train.checkpoint_every=10',
+          "--config.train.fill_mask_text=", "--config.train.fill_mask_word=", *extra]
+  env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=2'}
+  return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(tiny_config, tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('uninterrupted')
+  process = run_cli(tiny_config, workdir, '--config.train.num_steps=60')
+  out, err = process.communicate(timeout=600)
+  assert process.returncode == 0, err[-3000:]
+  return losses(workdir, range(1, 61))
+
+
+@pytest.mark.parametrize('how', [signal.SIGKILL, signal.SIGTERM])
+def test_interrupted_run_resumes_identically(how, uninterrupted, tiny_config, tmp_path):
+  process = run_cli(tiny_config, tmp_path, '--config.train.num_steps=60')
+  deadline = time.time() + 300
+  while not (tmp_path / 'checkpoints' / '20').exists():  # committed checkpoints appear under their step
+    assert process.poll() is None and time.time() < deadline, 'the run ended before it could be interrupted'
+    time.sleep(0.05)
+  process.send_signal(how)
+  out, err = process.communicate(timeout=120)
+  if how == signal.SIGTERM:
+    assert process.returncode == 0, err[-3000:]
+    assert 'SIGTERM at step' in out
+  else:
+    assert process.returncode == -signal.SIGKILL
+  resumed = run_cli(tiny_config, tmp_path, '--config.train.num_steps=60')
+  out, err = resumed.communicate(timeout=600)
+  assert resumed.returncode == 0, err[-3000:]
+  assert 'resumed from step' in out
+  np.testing.assert_array_equal(losses(tmp_path, range(1, 61)), uninterrupted)
