@@ -1,7 +1,7 @@
 """Checkpoints in and out: ours (orbax), HuggingFace `AlbertForPreTraining` directories, original TF ALBERT.
 
 `from_pretrained(path)` tells the format from what is on disk. Each external format is one name table below;
-tensors move by reshape (our attention kernels keep a heads axis) and, for torch, a transpose.
+tensors move as they are, torch's [out, in] Linear weights transposed.
 
 Grouped models (num_groups x inner_group_num distinct blocks) map to our stacked copies, copy g*K + k.
 A model of ours whose sharing HF and TF cannot express directly (sharing='attention', 'ffn', 'none') is exported
@@ -32,39 +32,35 @@ class CheckpointError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-  """One tensor: its external name, its path in our tree, and how the layouts differ.
-
-  n_in: for kernels, how many leading axes of our kernel are inputs (the external tensor is 2-D [in, out]).
-  transpose: the external 2-D tensor is stored [out, in] (torch Linear, TF's seq_relationship/output_weights).
-  """
+  """One tensor: its external name, its path in our tree, and whether the external one is stored [out, in]
+  (torch Linear, TF's seq_relationship/output_weights) while ours is [in, out] like every TF kernel."""
   name: str
   path: tuple
-  n_in: Optional[int] = None
   transpose: bool = False
 
 
-def _kernel(name, path, n_in=1, transpose=False):
-  return Entry(name, path, n_in, transpose)
+def _kernel(name, path, transpose=False):
+  return Entry(name, path, transpose)
 
 
-# Parts of one block, as (our path under the block, HF suffix, TF suffix, kernel input axes or None).
+# Parts of one block, as (our path under the block, HF suffix, TF suffix, is a kernel).
 _BLOCK = [
-    (('attention', 'query', 'kernel'), 'attention.query.weight', 'attention_1/self/query/kernel', 1),
-    (('attention', 'query', 'bias'), 'attention.query.bias', 'attention_1/self/query/bias', None),
-    (('attention', 'key', 'kernel'), 'attention.key.weight', 'attention_1/self/key/kernel', 1),
-    (('attention', 'key', 'bias'), 'attention.key.bias', 'attention_1/self/key/bias', None),
-    (('attention', 'value', 'kernel'), 'attention.value.weight', 'attention_1/self/value/kernel', 1),
-    (('attention', 'value', 'bias'), 'attention.value.bias', 'attention_1/self/value/bias', None),
-    (('attention', 'output', 'kernel'), 'attention.dense.weight', 'attention_1/output/dense/kernel', 2),
-    (('attention', 'output', 'bias'), 'attention.dense.bias', 'attention_1/output/dense/bias', None),
-    (('attention', 'layer_norm', 'scale'), 'attention.LayerNorm.weight', 'LayerNorm/gamma', None),
-    (('attention', 'layer_norm', 'bias'), 'attention.LayerNorm.bias', 'LayerNorm/beta', None),
-    (('ffn', 'intermediate', 'kernel'), 'ffn.weight', 'ffn_1/intermediate/dense/kernel', 1),
-    (('ffn', 'intermediate', 'bias'), 'ffn.bias', 'ffn_1/intermediate/dense/bias', None),
-    (('ffn', 'output', 'kernel'), 'ffn_output.weight', 'ffn_1/intermediate/output/dense/kernel', 1),
-    (('ffn', 'output', 'bias'), 'ffn_output.bias', 'ffn_1/intermediate/output/dense/bias', None),
-    (('ffn', 'layer_norm', 'scale'), 'full_layer_layer_norm.weight', 'LayerNorm_1/gamma', None),
-    (('ffn', 'layer_norm', 'bias'), 'full_layer_layer_norm.bias', 'LayerNorm_1/beta', None),
+    (('attention', 'query', 'kernel'), 'attention.query.weight', 'attention_1/self/query/kernel', True),
+    (('attention', 'query', 'bias'), 'attention.query.bias', 'attention_1/self/query/bias', False),
+    (('attention', 'key', 'kernel'), 'attention.key.weight', 'attention_1/self/key/kernel', True),
+    (('attention', 'key', 'bias'), 'attention.key.bias', 'attention_1/self/key/bias', False),
+    (('attention', 'value', 'kernel'), 'attention.value.weight', 'attention_1/self/value/kernel', True),
+    (('attention', 'value', 'bias'), 'attention.value.bias', 'attention_1/self/value/bias', False),
+    (('attention', 'output', 'kernel'), 'attention.dense.weight', 'attention_1/output/dense/kernel', True),
+    (('attention', 'output', 'bias'), 'attention.dense.bias', 'attention_1/output/dense/bias', False),
+    (('attention', 'layer_norm', 'scale'), 'attention.LayerNorm.weight', 'LayerNorm/gamma', False),
+    (('attention', 'layer_norm', 'bias'), 'attention.LayerNorm.bias', 'LayerNorm/beta', False),
+    (('ffn', 'intermediate', 'kernel'), 'ffn.weight', 'ffn_1/intermediate/dense/kernel', True),
+    (('ffn', 'intermediate', 'bias'), 'ffn.bias', 'ffn_1/intermediate/dense/bias', False),
+    (('ffn', 'output', 'kernel'), 'ffn_output.weight', 'ffn_1/intermediate/output/dense/kernel', True),
+    (('ffn', 'output', 'bias'), 'ffn_output.bias', 'ffn_1/intermediate/output/dense/bias', False),
+    (('ffn', 'layer_norm', 'scale'), 'full_layer_layer_norm.weight', 'LayerNorm_1/gamma', False),
+    (('ffn', 'layer_norm', 'bias'), 'full_layer_layer_norm.bias', 'LayerNorm_1/beta', False),
 ]
 
 
@@ -89,9 +85,9 @@ def _hf_entries(num_groups: int, inner: int, projection: bool) -> list:
           Entry('albert.encoder.embedding_hidden_mapping_in.bias', ('encoder', 'embedding_projection', 'bias'))]
   for g in range(num_groups):
     for k in range(inner):
-      for path, hf, _, n_in in _BLOCK:
+      for path, hf, _, kernel in _BLOCK:
         e.append(Entry(f'albert.encoder.albert_layer_groups.{g}.albert_layers.{k}.{hf}',
-                       ('block', g * inner + k) + path, n_in, transpose=n_in is not None))
+                       ('block', g * inner + k) + path, transpose=kernel))
   return e
 
 
@@ -116,9 +112,8 @@ def _tf_entries(num_groups: int, inner: int, projection: bool) -> list:
           Entry('bert/encoder/embedding_hidden_mapping_in/bias', ('encoder', 'embedding_projection', 'bias'))]
   for g in range(num_groups):
     for k in range(inner):
-      for path, _, tf, n_in in _BLOCK:
-        e.append(Entry(f'bert/encoder/transformer/group_{g}/inner_group_{k}/{tf}', ('block', g * inner + k) + path,
-                       n_in))
+      for path, _, tf, _ in _BLOCK:
+        e.append(Entry(f'bert/encoder/transformer/group_{g}/inner_group_{k}/{tf}', ('block', g * inner + k) + path))
   return e
 
 
@@ -169,13 +164,7 @@ def _to_external(params, cfg: ModelConfig, entries_fn: Callable) -> dict:
   out = {}
   for e in entries_fn(groups, inner, projection):
     x = np.asarray(_get(tree, e.path), np.float32)
-    if e.n_in is not None:
-      x = x.reshape(int(np.prod(x.shape[:e.n_in])), -1)
-      if e.transpose:
-        x = x.T
-    elif x.ndim > 1 and e.path[-1] == 'bias':
-      x = x.reshape(-1)
-    out[e.name] = np.ascontiguousarray(x)
+    out[e.name] = np.ascontiguousarray(x.T if e.transpose else x)
   return out
 
 
@@ -197,15 +186,15 @@ def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source
     shape = _get(target, our_path).shape[1 if stacked_part else 0:]
     if e.transpose:
       x = x.T
-    if x.size != int(np.prod(shape)):
+    if x.shape != shape:
       raise CheckpointError(f'{source}: {e.name} has shape {x.shape}, but the config implies {shape}; '
                             f'the config does not describe this checkpoint.')
     if stacked_part:
       if our_path not in stacks:
         stacks[our_path] = np.zeros((copies,) + shape, np.float32)
-      stacks[our_path][e.path[1]] = x.reshape(shape)
+      stacks[our_path][e.path[1]] = x
     else:
-      _set(params, our_path, x.reshape(shape))
+      _set(params, our_path, x)
   for our_path, stacked in stacks.items():
     _set(params, our_path, stacked)
   return params

@@ -23,7 +23,6 @@ RULES = (
     ('hidden', 'fsdp'),
     ('heads', 'model'),
     ('mlp', 'model'),
-    ('head_dim', None),
     ('hidden_out', None),
     ('embedding', None),
     ('vocab', None),  # E = 128: the V x E table is small; replicating it avoids uneven vocabulary shards

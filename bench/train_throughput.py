@@ -3,7 +3,7 @@
   python bench/train_throughput.py [--batch=8] [--seq_len=128] [--steps=10]
 
 Both train ALBERT-base shapes (V 30000, E 128, H 768, 12 layers, 12 heads, FFN 3072) in float32 on the same
-random batch (20 masked positions per sequence, SOP labels), one after the other in this process: ours with
+random batch (20 masked positions per sequence, SOP labels), with their steps interleaved in this process: ours with
 LAMB (the original's optimizer), HF with torch.optim.AdamW (its usual recipe). Reports the median step, tokens/s,
 the ratio, and our MFU against the measured float32 matmul rate of this machine. Needs the [hf] extra.
 """
@@ -37,18 +37,23 @@ def make_batch(batch: int, seq_len: int, predictions: int, vocab: int) -> dict:
           'sentence_order_labels': rng.integers(0, 2, batch).astype(np.int32)}
 
 
-def time_steps(step, steps: int) -> float:
-  step()  # compile / warm up
-  step()
-  times = []
-  for _ in range(steps):
-    start = time.perf_counter()
+def time_interleaved(steps_by_name: dict, repeats: int) -> dict:
+  """Median seconds per step of each, alternating in short blocks so that a machine whose speed drifts (a shared
+  VM) slows both alike. The first step of each block is not timed: the other runtime's threads may still be
+  spinning from its last step."""
+  for step in steps_by_name.values():  # compile and warm up
     step()
-    times.append(time.perf_counter() - start)
-  return statistics.median(times)
+  times = {name: [] for name in steps_by_name}
+  for _ in range(repeats):
+    for name, step in steps_by_name.items():
+      step()
+      start = time.perf_counter()
+      step()
+      times[name].append(time.perf_counter() - start)
+  return {name: statistics.median(t) for name, t in times.items()}
 
 
-def ours(config, batch, steps: int) -> float:
+def ours(config, batch):
   model = Albert(ModelConfig.from_config(config.model))
   boxed = init_params(model, jax.random.key(0))
   params = nn.unbox(boxed)
@@ -67,10 +72,10 @@ def ours(config, batch, steps: int) -> float:
     state[0], state[1] = train_step(state[0], state[1], device_batch)
     jax.block_until_ready(state[0])
 
-  return time_steps(step, steps)
+  return step
 
 
-def huggingface(config, batch, steps: int) -> float:
+def huggingface(config, batch):
   import torch
   import transformers
   torch.set_num_threads(os.cpu_count())
@@ -94,24 +99,28 @@ def huggingface(config, batch, steps: int) -> float:
     hf(**inputs).loss.backward()
     optimizer.step()
 
-  return time_steps(step, steps)
+  return step
 
 
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--batch', type=int, default=8)
   parser.add_argument('--seq_len', type=int, default=128)
-  parser.add_argument('--steps', type=int, default=10)
+  parser.add_argument('--steps', type=int, default=6, help='timed steps of each')
+  parser.add_argument('--scan_unroll', type=int, default=12, help='model.scan_unroll: 12 unrolls ALBERT-base, '
+                      'the fastest setting on a CPU; 1 is the TPU default')
   args = parser.parse_args()
   config = defaults()  # ALBERT-base
+  config.model.scan_unroll = args.scan_unroll
   batch = make_batch(args.batch, args.seq_len, config.data.max_predictions_per_seq, config.model.vocab_size)
   tokens = args.batch * args.seq_len
-  ours_step = ours(config, batch, args.steps)
-  hf_step = huggingface(config, batch, args.steps)
+  seconds = time_interleaved({'ours': ours(config, batch), 'hf': huggingface(config, batch)}, args.steps)
+  ours_step, hf_step = seconds['ours'], seconds['hf']
   peak = metrics.measured_matmul_flops(size=2048)
   flops = training_flops_per_sequence(ModelConfig.from_config(config.model), args.seq_len,
                                       config.data.max_predictions_per_seq) * args.batch
-  print(f'ALBERT-base, fp32, batch {args.batch} x {args.seq_len}, {jax.devices()[0].device_kind}')
+  print(f'ALBERT-base, fp32, batch {args.batch} x {args.seq_len}, model.scan_unroll={args.scan_unroll}, '
+        f'{jax.devices()[0].device_kind}')
   print(f'  albert_jax (LAMB):        {ours_step:6.3f} s/step  {tokens / ours_step:8.0f} tokens/s  '
         f'MFU {flops / ours_step / peak:.1%} of the measured {peak / 1e9:.0f} GFLOP/s fp32 matmul')
   print(f'  HF AlbertForPreTraining:  {hf_step:6.3f} s/step  {tokens / hf_step:8.0f} tokens/s')

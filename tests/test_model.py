@@ -45,7 +45,7 @@ def test_sharing_strategies_store_one_or_per_layer_copies(sharing, attention_set
   assert n_params(block['attention']) == attention_sets * ATTENTION
   assert n_params(block['ffn']) == ffn_sets * FFN
   # One shared part keeps the plain layer shape: no leading 'layers' axis.
-  assert block['attention']['query']['kernel'].shape == ((H, 4, 8) if attention_sets == 1 else (4, H, 4, 8))
+  assert block['attention']['query']['kernel'].shape == ((H, H) if attention_sets == 1 else (4, H, H))
 
 
 def test_groups_and_inner_groups_store_groups_times_inner_blocks():
@@ -148,7 +148,15 @@ def test_every_parameter_carries_one_logical_axis_name_per_dimension():
   assert leaves and all(isinstance(x, nn.LogicallyPartitioned) for x in leaves)
   assert all(len(x.names) == x.value.ndim for x in leaves)
   stacked = boxed['encoder']['block']['attention']['query']['kernel']
-  assert stacked.names == ('layers', 'hidden', 'heads', 'head_dim')
+  assert stacked.names == ('layers', 'hidden', 'heads')
+
+
+def test_scan_unroll_computes_the_same_function():
+  model, params = build()
+  unrolled, _ = build(scan_unroll=4)
+  ids, types, mask = batch()
+  np.testing.assert_allclose(model.apply({'params': params}, ids, types, mask).mlm_logits,
+                             unrolled.apply({'params': params}, ids, types, mask).mlm_logits, atol=1e-5)
 
 
 def test_compiled_program_does_not_grow_with_depth():
