@@ -236,9 +236,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       say(f'step {step} held-out: ' + '  '.join(f'{k[5:]} {float(v):.4f}' for k, v in eval_metrics.items()))
     preempted = stop['signal'] is not None
     if step % config.train.checkpoint_every == 0 or is_last or preempted:
-      checkpoint.save(checkpoints, step, state, all_hosts(data_state), {checkpoint.BEST_METRIC: float(
-          eval_metrics.get('eval_mlm_accuracy', 0.0))} if step % config.train.eval_every == 0 or is_last else None,
-                      force=True)
+      evaluated_now = step % config.train.eval_every == 0 or is_last  # only then is there a metric to rank by
+      best_metric = {checkpoint.BEST_METRIC: float(eval_metrics['eval_mlm_accuracy'])} if evaluated_now else None
+      checkpoint.save(checkpoints, step, state, all_hosts(data_state), best_metric, force=True)
     if preempted:
       checkpoints.wait_until_finished()
       say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')

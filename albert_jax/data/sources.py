@@ -36,6 +36,14 @@ class SkipCounter(collections.Counter):
     return ', '.join(f'{n} {reason}' for reason, n in sorted(self.items())) or 'nothing'
 
 
+def decode(raw: bytes, skipped: SkipCounter) -> str:
+  """UTF-8 text; undecodable bytes become U+FFFD and the document is counted."""
+  text = raw.decode('utf-8', errors='replace')
+  if '\ufffd' in text and b'\xef\xbf\xbd' not in raw:
+    skipped['documents with undecodable bytes (replaced)'] += 1
+  return text
+
+
 def split_sentences(text: str, language: str = 'en') -> list:
   """Sentences of a text: each line (paragraph) is segmented separately; empty pieces are dropped."""
   sentences = []
@@ -121,9 +129,7 @@ class TextFiles:
       with open(self.files[number], 'rb') as f:
         f.seek(first)
         raw = f.read(end - first)
-      text = raw.decode('utf-8', errors='replace')
-      if '\ufffd' in text and b'\xef\xbf\xbd' not in raw:
-        self.skipped['documents with undecodable bytes (replaced)'] += 1
+      text = decode(raw, self.skipped)
       if self.one_document_per_file:
         yield split_sentences(text)
       else:
@@ -176,9 +182,7 @@ class TfdsSource:
     else:
       texts = itertools.islice(self._texts('train'), start, stop)
     for raw in texts:
-      text = raw.decode('utf-8', errors='replace')
-      if '\ufffd' in text and b'\xef\xbf\xbd' not in raw:
-        self.skipped['documents with undecodable bytes (replaced)'] += 1
+      text = decode(raw, self.skipped)
       if self.wiki40b:
         text = _WIKI40B_MARKERS.sub('\n', text)
       yield split_sentences(text)
