@@ -13,8 +13,6 @@ import numpy as np
 
 from albert_jax.data.tokenizer import CLS, SEP
 
-SENTENCE_TASKS = ('sop', 'nsp', 'none')
-
 
 @dataclasses.dataclass
 class Instance:
