@@ -8,6 +8,7 @@ A model of ours whose sharing HF and TF cannot express directly (sharing='attent
 as num_layers groups with the shared parts repeated: the same function, more stored values.
 """
 import dataclasses
+import functools
 import json
 import os
 import pathlib
@@ -39,11 +40,40 @@ class Entry:
   transpose: bool = False
 
 
-def _kernel(name, path, transpose=False):
-  return Entry(name, path, transpose)
-
-
-# Parts of one block, as (our path under the block, HF suffix, TF suffix, is a kernel).
+# Every tensor outside the blocks: (our path, HF name, TF name, HF stores it [out, in], TF stores it [out, in]).
+_TOP = [
+    (('embeddings', 'word_embeddings'), 'albert.embeddings.word_embeddings.weight',
+     'bert/embeddings/word_embeddings', False, False),
+    (('embeddings', 'position_embeddings'), 'albert.embeddings.position_embeddings.weight',
+     'bert/embeddings/position_embeddings', False, False),
+    (('embeddings', 'token_type_embeddings'), 'albert.embeddings.token_type_embeddings.weight',
+     'bert/embeddings/token_type_embeddings', False, False),
+    (('embeddings', 'layer_norm', 'scale'), 'albert.embeddings.LayerNorm.weight', 'bert/embeddings/LayerNorm/gamma',
+     False, False),
+    (('embeddings', 'layer_norm', 'bias'), 'albert.embeddings.LayerNorm.bias', 'bert/embeddings/LayerNorm/beta',
+     False, False),
+    (('pooler', 'kernel'), 'albert.pooler.weight', 'bert/pooler/dense/kernel', True, False),
+    (('pooler', 'bias'), 'albert.pooler.bias', 'bert/pooler/dense/bias', False, False),
+    (('mlm_head', 'transform', 'kernel'), 'predictions.dense.weight', 'cls/predictions/transform/dense/kernel',
+     True, False),
+    (('mlm_head', 'transform', 'bias'), 'predictions.dense.bias', 'cls/predictions/transform/dense/bias', False,
+     False),
+    (('mlm_head', 'layer_norm', 'scale'), 'predictions.LayerNorm.weight', 'cls/predictions/transform/LayerNorm/gamma',
+     False, False),
+    (('mlm_head', 'layer_norm', 'bias'), 'predictions.LayerNorm.bias', 'cls/predictions/transform/LayerNorm/beta',
+     False, False),
+    (('mlm_head', 'output_bias'), 'predictions.bias', 'cls/predictions/output_bias', False, False),
+    # TF stores this one [2, H] (out, in), unlike every other TF kernel.
+    (('sop_head', 'kernel'), 'sop_classifier.classifier.weight', 'cls/seq_relationship/output_weights', True, True),
+    (('sop_head', 'bias'), 'sop_classifier.classifier.bias', 'cls/seq_relationship/output_bias', False, False),
+]
+_PROJECTION = [
+    (('encoder', 'embedding_projection', 'kernel'), 'albert.encoder.embedding_hidden_mapping_in.weight',
+     'bert/encoder/embedding_hidden_mapping_in/kernel', True, False),
+    (('encoder', 'embedding_projection', 'bias'), 'albert.encoder.embedding_hidden_mapping_in.bias',
+     'bert/encoder/embedding_hidden_mapping_in/bias', False, False),
+]
+# Parts of one block, as (our path under the block, HF suffix, TF suffix, is a kernel: HF stores it [out, in]).
 _BLOCK = [
     (('attention', 'query', 'kernel'), 'attention.query.weight', 'attention_1/self/query/kernel', True),
     (('attention', 'query', 'bias'), 'attention.query.bias', 'attention_1/self/query/bias', False),
@@ -64,57 +94,22 @@ _BLOCK = [
 ]
 
 
-def _hf_entries(num_groups: int, inner: int, projection: bool) -> list:
-  e = [Entry('albert.embeddings.word_embeddings.weight', ('embeddings', 'word_embeddings')),
-       Entry('albert.embeddings.position_embeddings.weight', ('embeddings', 'position_embeddings')),
-       Entry('albert.embeddings.token_type_embeddings.weight', ('embeddings', 'token_type_embeddings')),
-       Entry('albert.embeddings.LayerNorm.weight', ('embeddings', 'layer_norm', 'scale')),
-       Entry('albert.embeddings.LayerNorm.bias', ('embeddings', 'layer_norm', 'bias')),
-       _kernel('albert.pooler.weight', ('pooler', 'kernel'), transpose=True),
-       Entry('albert.pooler.bias', ('pooler', 'bias')),
-       _kernel('predictions.dense.weight', ('mlm_head', 'transform', 'kernel'), transpose=True),
-       Entry('predictions.dense.bias', ('mlm_head', 'transform', 'bias')),
-       Entry('predictions.LayerNorm.weight', ('mlm_head', 'layer_norm', 'scale')),
-       Entry('predictions.LayerNorm.bias', ('mlm_head', 'layer_norm', 'bias')),
-       Entry('predictions.bias', ('mlm_head', 'output_bias')),
-       _kernel('sop_classifier.classifier.weight', ('sop_head', 'kernel'), transpose=True),
-       Entry('sop_classifier.classifier.bias', ('sop_head', 'bias'))]
-  if projection:
-    e += [_kernel('albert.encoder.embedding_hidden_mapping_in.weight', ('encoder', 'embedding_projection', 'kernel'),
-                  transpose=True),
-          Entry('albert.encoder.embedding_hidden_mapping_in.bias', ('encoder', 'embedding_projection', 'bias'))]
+def _entries(fmt: str, num_groups: int, inner: int, projection: bool) -> list:
+  """The tensors of format `fmt` ('hf' or 'tf') for a model with num_groups x inner distinct blocks."""
+  hf = fmt == 'hf'
+  entries = [Entry(hf_name if hf else tf_name, path, hf_t if hf else tf_t)
+             for path, hf_name, tf_name, hf_t, tf_t in _TOP + (_PROJECTION if projection else [])]
   for g in range(num_groups):
     for k in range(inner):
-      for path, hf, _, kernel in _BLOCK:
-        e.append(Entry(f'albert.encoder.albert_layer_groups.{g}.albert_layers.{k}.{hf}',
-                       ('block', g * inner + k) + path, transpose=kernel))
-  return e
+      for path, hf_suffix, tf_suffix, kernel in _BLOCK:
+        name = (f'albert.encoder.albert_layer_groups.{g}.albert_layers.{k}.{hf_suffix}' if hf else
+                f'bert/encoder/transformer/group_{g}/inner_group_{k}/{tf_suffix}')
+        entries.append(Entry(name, ('block', g * inner + k) + path, transpose=hf and kernel))
+  return entries
 
 
-def _tf_entries(num_groups: int, inner: int, projection: bool) -> list:
-  e = [Entry('bert/embeddings/word_embeddings', ('embeddings', 'word_embeddings')),
-       Entry('bert/embeddings/position_embeddings', ('embeddings', 'position_embeddings')),
-       Entry('bert/embeddings/token_type_embeddings', ('embeddings', 'token_type_embeddings')),
-       Entry('bert/embeddings/LayerNorm/gamma', ('embeddings', 'layer_norm', 'scale')),
-       Entry('bert/embeddings/LayerNorm/beta', ('embeddings', 'layer_norm', 'bias')),
-       _kernel('bert/pooler/dense/kernel', ('pooler', 'kernel')),
-       Entry('bert/pooler/dense/bias', ('pooler', 'bias')),
-       _kernel('cls/predictions/transform/dense/kernel', ('mlm_head', 'transform', 'kernel')),
-       Entry('cls/predictions/transform/dense/bias', ('mlm_head', 'transform', 'bias')),
-       Entry('cls/predictions/transform/LayerNorm/gamma', ('mlm_head', 'layer_norm', 'scale')),
-       Entry('cls/predictions/transform/LayerNorm/beta', ('mlm_head', 'layer_norm', 'bias')),
-       Entry('cls/predictions/output_bias', ('mlm_head', 'output_bias')),
-       # Stored [2, H] (out, in), unlike every other TF kernel.
-       _kernel('cls/seq_relationship/output_weights', ('sop_head', 'kernel'), transpose=True),
-       Entry('cls/seq_relationship/output_bias', ('sop_head', 'bias'))]
-  if projection:
-    e += [_kernel('bert/encoder/embedding_hidden_mapping_in/kernel', ('encoder', 'embedding_projection', 'kernel')),
-          Entry('bert/encoder/embedding_hidden_mapping_in/bias', ('encoder', 'embedding_projection', 'bias'))]
-  for g in range(num_groups):
-    for k in range(inner):
-      for path, _, tf, _ in _BLOCK:
-        e.append(Entry(f'bert/encoder/transformer/group_{g}/inner_group_{k}/{tf}', ('block', g * inner + k) + path))
-  return e
+_hf_entries = functools.partial(_entries, 'hf')
+_tf_entries = functools.partial(_entries, 'tf')
 
 
 # ---------------------------------------------------------------------------------------------------------------
