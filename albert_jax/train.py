@@ -207,6 +207,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   while step < config.train.num_steps:
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
       state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
+    # Tokens: this host's real (unpadded) count times the hosts, without a collective per step.
     progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
     step += 1
     data_state = train_data.state()  # the state that produces the *next* batch: saved with this step
