@@ -34,7 +34,7 @@ def peak_flops_per_device() -> tuple:
 
 
 def memory_in_use() -> dict:
-  stats = jax.devices()[0].memory_stats() or {}
+  stats = jax.local_devices()[0].memory_stats() or {}  # jax.devices()[0] belongs to host 0 only
   out = {'host_max_rss_gib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20}
   if 'bytes_in_use' in stats:
     out['device_gib_in_use'] = stats['bytes_in_use'] / 2 ** 30

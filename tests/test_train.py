@@ -1,8 +1,10 @@
 """The training entry point on fake devices: sharded trajectories equal the single-device one, resume after
 SIGKILL and SIGTERM reproduces an uninterrupted run, restore onto another mesh, and bad setups fail early."""
 import glob
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from albert_jax import train
+from albert_jax.data import pipeline
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.model import ConfigError
 from conftest import ROOT
@@ -115,14 +118,14 @@ def test_non_finite_loss_stops_and_saves_nothing_from_that_step(tiny_config, tmp
 
 # --- interrupted runs, as separate processes ------------------------------------------------------------------------
 
-def run_cli(tiny_config, workdir, *extra):
+def run_cli(tiny_config, workdir, *extra, devices=2):
   args = [sys.executable, '-m', 'albert_jax.train', '--config=configs/tiny.py', f'--workdir={workdir}',
           f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}', '--config.data.max_seq_length=64',
           '--config.model.max_position_embeddings=64', '--config.train.batch_size=8', '--config.train.log_every=1',
           '--config.train.warmup_steps=5',
           '--config.train.eval_every=1000', '--config.train.eval_batches=1', '--config.train.checkpoint_every=10',
           "--config.train.fill_mask_text=", "--config.train.fill_mask_word=", *extra]
-  env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=2'}
+  env = {**os.environ, 'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}'}
   return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -154,3 +157,48 @@ def test_interrupted_run_resumes_identically(how, uninterrupted, tiny_config, tm
   assert resumed.returncode == 0, err[-3000:]
   assert 'resumed from step' in out
   np.testing.assert_array_equal(losses(tmp_path, range(1, 61)), uninterrupted)
+
+
+# --- two processes on one machine, as two hosts of a pod -----------------------------------------------------------
+
+HostPipeline = pipeline.Pipeline  # the real one, kept before the test below replaces it in train
+
+
+class TwoHostData:
+  """What the two hosts read together: host 0's batch followed by host 1's, as the global batch is assembled."""
+
+  def __init__(self, config, tokenizer, split='train', host=0, host_count=1):
+    assert host_count == 1
+    self.hosts = [HostPipeline(config, tokenizer, split, h, 2) for h in range(2)]
+
+  def next_batch(self):
+    parts = [p.next_batch() for p in self.hosts]
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+
+  def state(self):
+    return self.hosts[0].state()
+
+
+def test_two_processes_equal_one_device_reading_both_hosts_data(tiny_config, tmp_path, monkeypatch):
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  extra = ['--config.train.num_steps=6', '--config.train.checkpoint_every=3', '--distributed',
+           f'--coordinator_address=127.0.0.1:{port}', '--num_processes=2']
+  workers = [run_cli(tiny_config, tmp_path / 'pod', *extra, f'--process_id={i}') for i in range(2)]
+  outputs = [w.communicate(timeout=600) for w in workers]
+  for w, (out, err) in zip(workers, outputs):
+    assert w.returncode == 0, err[-3000:]
+  assert "mesh {'data': 4, 'fsdp': 1, 'model': 1}, 2 host(s)" in outputs[0][0]
+  assert 'step 6/6' in outputs[0][0] and 'step 6/6' not in outputs[1][0]  # only host 0 reports
+
+  # Written once, by host 0, with both hosts' data positions.
+  assert sorted(p.name for p in (tmp_path / 'pod' / 'checkpoints').iterdir() if p.name.isdigit()) == ['3', '6']
+  data_state = json.loads((tmp_path / 'pod' / 'checkpoints' / '6' / 'data' / 'metadata').read_text())
+  assert [h['host'] for h in data_state['hosts']] == [0, 1] and all(h['step'] == 6 for h in data_state['hosts'])
+
+  # Equal losses also show that each host read its own shard: the reference reads both shards.
+  monkeypatch.setattr(train.pipeline_lib, 'Pipeline', TwoHostData)
+  config = small(tiny_config, warmup_steps=5, eval_every=1000, checkpoint_every=1000)
+  train.train_and_evaluate(config, tmp_path / 'one', devices=jax.devices()[:1])
+  np.testing.assert_allclose(losses(tmp_path / 'pod', range(1, 7)), losses(tmp_path / 'one', range(1, 7)), rtol=2e-5)

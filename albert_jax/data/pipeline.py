@@ -10,6 +10,7 @@ the state needed to resume at a step is a few integers per source (`state()` / `
 Each epoch re-draws target lengths, pairs, swaps and masks: the original's dupe_factor, without a limit.
 """
 import dataclasses
+import os
 import pathlib
 from typing import Optional
 
@@ -220,8 +221,11 @@ def load_tokenizer(config) -> Tokenizer:
     from albert_jax.data import vocab
     path = builtin_vocab_path(config.data.tfds_data_dir, config.model.vocab_size)
     if not path.exists():
-      vocab.train_on_source('builtin', config.model.vocab_size, str(path)[:-len('.model')],
-                            config.data.tfds_data_dir)
+      # Trained under a name of this process's own, then moved into place: several processes may do it at once.
+      own = path.with_name(f'{path.stem}.{os.getpid()}')
+      vocab.train_on_source('builtin', config.model.vocab_size, str(own), config.data.tfds_data_dir)
+      for suffix in ('.vocab', '.model'):
+        os.replace(f'{own}{suffix}', path.with_suffix(suffix))
     return Tokenizer(path, vocab_size=config.model.vocab_size)
   if not config.data.vocab:
     raise ConfigError('config.data.vocab is not set: give a SentencePiece .model file (train one with '

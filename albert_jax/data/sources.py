@@ -193,7 +193,10 @@ def builtin_builder(data_dir: Optional[str]):
   from albert_jax.data import builtin_corpus
   builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir)
   if not builder.is_prepared():
-    builder.download_and_prepare()
+    try:
+      builder.download_and_prepare()
+    except FileExistsError:  # another process on this machine (a local multi-host run) prepared it first
+      builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir)
   return builder
 
 
