@@ -64,7 +64,3 @@ def _set_aside(mngr: ocp.CheckpointManager, step: int) -> pathlib.Path:
     multihost_utils.sync_global_devices('albert_jax: damaged checkpoint set aside')
   mngr.reload()
   return aside
-
-
-def abstract(tree, shardings):
-  return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)

@@ -15,15 +15,15 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-import optax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from albert_jax import checkpoint, metrics, optim, sharding
+from albert_jax import checkpoint, metrics, sharding
+from albert_jax import step as step_lib
 from albert_jax.config import validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
-from albert_jax.model import Albert, ConfigError, init_params
+from albert_jax.model import ConfigError
 from albert_jax.summary import training_flops_per_sequence
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
@@ -33,32 +33,6 @@ _DISTRIBUTED = flags.DEFINE_bool('distributed', False, 'Call jax.distributed.ini
 _COORDINATOR = flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 (not needed on TPU VMs).')
 _NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'Number of processes (not needed on TPU VMs).')
 _PROCESS_ID = flags.DEFINE_integer('process_id', None, 'This process (not needed on TPU VMs).')
-
-
-def losses(model, params, batch, dropout_rng, sentence_task: str, deterministic: bool):
-  """(total loss, sums for metrics). MLM: weighted token mean over the batch, + 1e-5 in the denominator, as the
-  original; SOP/NSP: mean cross-entropy, left out of the loss when sentence_task is 'none'."""
-  out = model.apply({'params': params}, batch['input_ids'], batch['segment_ids'], batch['input_mask'],
-                    masked_lm_positions=batch['masked_lm_positions'], deterministic=deterministic,
-                    rngs={'dropout': dropout_rng})
-  weights = batch['masked_lm_weights']
-  mlm_ce = optax.softmax_cross_entropy_with_integer_labels(out.mlm_logits, batch['masked_lm_ids'])
-  mlm_loss = jnp.sum(mlm_ce * weights) / (jnp.sum(weights) + 1e-5)
-  labels = batch['sentence_order_labels']
-  sop_ce = optax.softmax_cross_entropy_with_integer_labels(out.sop_logits, labels)
-  loss = mlm_loss + (jnp.mean(sop_ce) if sentence_task != 'none' else 0.0)
-  sums = {'mlm_loss': jnp.sum(mlm_ce * weights), 'mlm_correct': jnp.sum((out.mlm_logits.argmax(-1) ==
-                                                                         batch['masked_lm_ids']) * weights),
-          'mlm_count': jnp.sum(weights), 'sop_loss': jnp.sum(sop_ce),
-          'sop_correct': jnp.sum(out.sop_logits.argmax(-1) == labels), 'sop_count': jnp.asarray(labels.size)}
-  return loss, sums
-
-
-def rates(sums: dict, prefix: str = '') -> dict:
-  return {f'{prefix}mlm_loss': sums['mlm_loss'] / max(sums['mlm_count'], 1),
-          f'{prefix}mlm_accuracy': sums['mlm_correct'] / max(sums['mlm_count'], 1),
-          f'{prefix}sop_loss': sums['sop_loss'] / max(sums['sop_count'], 1),
-          f'{prefix}sop_accuracy': sums['sop_correct'] / max(sums['sop_count'], 1)}
 
 
 def check_workdir(workdir: pathlib.Path, config) -> None:
@@ -126,25 +100,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts)
   make_eval_data = lambda: pipeline_lib.Pipeline(config, tokenizer, 'eval', host, hosts)
 
-  # ---- Model, optimizer, and where every array lives.
-  model = Albert(model_config)
-  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
-  abstract_params = nn.unbox(boxed)
-  tx = optim.make(config.train, abstract_params, boxed)
-  params_sharding = sharding.param_shardings(boxed, mesh)
-  replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-  state_sharding = {'step': replicated, 'params': params_sharding,
-                    'opt_state': sharding.opt_state_shardings(jax.eval_shape(tx.init, abstract_params),
-                                                              params_sharding, mesh)}
-
-  def new_state(rng):
-    params = nn.unbox(init_params(model, rng))
-    return {'step': jnp.zeros((), jnp.int32), 'params': params, 'opt_state': tx.init(params)}
+  # ---- Model, optimizer, where every array lives, and the compiled steps.
+  program = step_lib.build(config, model_config, mesh)
 
   # ---- State: the newest complete checkpoint, else a fresh start.
   checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints)
-  abstract_state = checkpoint.abstract(jax.eval_shape(new_state, jax.random.key(0)), state_sharding)
-  restored = checkpoint.restore_latest(checkpoints, abstract_state)
+  restored = checkpoint.restore_latest(checkpoints, program.abstract_state())
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     if restored:
       first_step, state, data_state = restored
@@ -152,41 +113,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       say(f'resumed from step {first_step} in {workdir}')
     else:
       first_step = 0
-      state = jax.jit(new_state, out_shardings=state_sharding)(jax.random.key(config.train.seed))
-
-  # ---- Compiled steps.
-  task = config.data.sentence_task
-  base_rng = jax.random.key(config.train.seed + 1)
-
-  def train_step(state, batch):
-    rng = jax.random.fold_in(base_rng, state['step'])
-    grad_fn = jax.value_and_grad(lambda p: losses(model, p, batch, rng, task, False), has_aux=True)
-    (loss, sums), grads = grad_fn(state['params'])
-    updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
-    params = optax.apply_updates(state['params'], updates)
-    ratios = optim.trust_ratios(opt_state)
-    out = {'loss': loss, 'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(params),
-           'learning_rate': optim.schedule(config.train.learning_rate, config.train.warmup_steps,
-                                           config.train.num_steps, config.train.poly_power)(state['step']),
-           **sums}
-    if ratios:
-      flat = jnp.concatenate(ratios)
-      out.update(trust_ratio_min=flat.min(), trust_ratio_mean=flat.mean(), trust_ratio_max=flat.max())
-    return {'step': state['step'] + 1, 'params': params, 'opt_state': opt_state}, out
-
-  batch_sharding = sharding.batch_sharding(mesh)
-  train_step = jax.jit(train_step, in_shardings=(state_sharding, batch_sharding),
-                       out_shardings=(state_sharding, replicated), donate_argnums=0)
-  eval_step = jax.jit(lambda params, batch: losses(model, params, batch, base_rng, task, True)[1],
-                      in_shardings=(params_sharding, batch_sharding), out_shardings=replicated)
+      state = program.new_state(jax.random.key(config.train.seed))
 
   def evaluate(params) -> dict:
     eval_data, totals = make_eval_data(), None
     for _ in range(config.train.eval_batches):
       with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-        sums = jax.device_get(eval_step(params, sharding.global_batch(eval_data.next_batch(), mesh)))
+        sums = jax.device_get(program.eval_step(params, sharding.global_batch(eval_data.next_batch(), mesh)))
       totals = sums if totals is None else {k: totals[k] + sums[k] for k in sums}
-    return rates(totals, 'eval_')
+    return step_lib.rates(totals, 'eval_')
 
   # ---- The loop.
   stop = {'signal': None}
@@ -196,7 +131,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   flops_per_step = training_flops_per_sequence(model_config, config.data.max_seq_length,
                                                config.data.max_predictions_per_seq) * config.train.batch_size
   progress = metrics.Progress(first_step, config.train.num_steps, flops_per_step, peak, len(mesh.devices.flat))
-  say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(abstract_params)):,} parameters, mesh {dict(mesh.shape)}, '
+  say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh {dict(mesh.shape)}, '
       f'{hosts} host(s); MFU against {peak:.3g} FLOP/s per device ({peak_source})')
   first_eval = evaluate(state['params']) if first_step == 0 else None
   if first_eval:
@@ -206,7 +141,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   batch = train_data.next_batch() if step < config.train.num_steps else None
   while step < config.train.num_steps:
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-      state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
+      state, step_metrics = program.train_step(state, sharding.global_batch(batch, mesh))
     # Tokens: this host's real (unpadded) count times the hosts, without a collective per step.
     progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
     step += 1
@@ -220,7 +155,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                                f'The last checkpoint is intact: lower train.learning_rate or raise '
                                f'train.warmup_steps and resume.')
     if step % config.train.log_every == 0 or step == config.train.num_steps:
-      report = {**rates(step_metrics), **{k: v for k, v in step_metrics.items() if 'count' not in k and
+      report = {**step_lib.rates(step_metrics), **{k: v for k, v in step_metrics.items() if 'count' not in k and
                                           'correct' not in k and not k.endswith('_loss')},
                 **progress.report(step), **metrics.memory_in_use()}
       writer.scalars(step, report)
@@ -253,7 +188,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
           f'SOP accuracy {first_eval["eval_sop_accuracy"]:.3f} -> {result["eval_sop_accuracy"]:.3f}')
   if host == 0 and config.train.fill_mask_text:
     params = jax.device_get(state['params'])
-    print('fill in the mask: ' + fill_mask_example(model, params, tokenizer, config.train.fill_mask_text,
+    print('fill in the mask: ' + fill_mask_example(program.model, params, tokenizer, config.train.fill_mask_text,
                                                    config.train.fill_mask_word))
   return result
 

@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from albert_jax import metrics, optim, train
+from albert_jax import metrics, optim
+from albert_jax.step import losses
 from albert_jax.config import defaults
 from albert_jax.model import Albert, ModelConfig, init_params
 from albert_jax.summary import training_flops_per_sequence
@@ -60,7 +61,7 @@ def ours(config, batch):
   tx = optim.make(config.train, params, boxed)
 
   def train_step(params, opt_state, batch):
-    grad_fn = jax.grad(lambda p: train.losses(model, p, batch, jax.random.key(0), 'sop', True)[0])
+    grad_fn = jax.grad(lambda p: losses(model, p, batch, jax.random.key(0), 'sop', True)[0])
     updates, opt_state = tx.update(grad_fn(params), opt_state, params)
     return optax.apply_updates(params, updates), opt_state
 

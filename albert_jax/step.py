@@ -1,0 +1,111 @@
+"""The training program: losses, the state (parameters + optimizer), where each array lives, and the jitted
+train and eval steps. train.py runs it; aot.py compiles the very same program for a TPU topology it does not have.
+"""
+import dataclasses
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from albert_jax import optim, sharding
+from albert_jax.data.pipeline import collate
+from albert_jax.model import Albert, ModelConfig, init_params
+
+
+def losses(model, params, batch, dropout_rng, sentence_task: str, deterministic: bool):
+  """(total loss, sums for metrics). MLM: weighted token mean over the batch, + 1e-5 in the denominator, as the
+  original; SOP/NSP: mean cross-entropy, left out of the loss when sentence_task is 'none'."""
+  out = model.apply({'params': params}, batch['input_ids'], batch['segment_ids'], batch['input_mask'],
+                    masked_lm_positions=batch['masked_lm_positions'], deterministic=deterministic,
+                    rngs={'dropout': dropout_rng})
+  weights = batch['masked_lm_weights']
+  mlm_ce = optax.softmax_cross_entropy_with_integer_labels(out.mlm_logits, batch['masked_lm_ids'])
+  mlm_loss = jnp.sum(mlm_ce * weights) / (jnp.sum(weights) + 1e-5)
+  labels = batch['sentence_order_labels']
+  sop_ce = optax.softmax_cross_entropy_with_integer_labels(out.sop_logits, labels)
+  loss = mlm_loss + (jnp.mean(sop_ce) if sentence_task != 'none' else 0.0)
+  sums = {'mlm_loss': jnp.sum(mlm_ce * weights), 'mlm_correct': jnp.sum((out.mlm_logits.argmax(-1) ==
+                                                                         batch['masked_lm_ids']) * weights),
+          'mlm_count': jnp.sum(weights), 'sop_loss': jnp.sum(sop_ce),
+          'sop_correct': jnp.sum(out.sop_logits.argmax(-1) == labels), 'sop_count': jnp.asarray(labels.size)}
+  return loss, sums
+
+
+def rates(sums: dict, prefix: str = '') -> dict:
+  return {f'{prefix}mlm_loss': sums['mlm_loss'] / max(sums['mlm_count'], 1),
+          f'{prefix}mlm_accuracy': sums['mlm_correct'] / max(sums['mlm_count'], 1),
+          f'{prefix}sop_loss': sums['sop_loss'] / max(sums['sop_count'], 1),
+          f'{prefix}sop_accuracy': sums['sop_correct'] / max(sums['sop_count'], 1)}
+
+
+@dataclasses.dataclass
+class Program:
+  model: Albert
+  tx: optax.GradientTransformation
+  abstract_params: dict
+  state_sharding: dict
+  batch_sharding: NamedSharding
+  new_state: Callable      # rng -> state, jitted onto state_sharding
+  train_step: Callable     # (state, batch) -> (state, metrics); the state is donated
+  eval_step: Callable      # (params, batch) -> sums for rates()
+
+  def abstract_state(self) -> dict:
+    """The state's shapes, dtypes and shardings, without computing it."""
+    shapes = jax.eval_shape(self.new_state, jax.random.key(0))
+    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes,
+                        self.state_sharding)
+
+  def abstract_batch(self, batch_size: int, max_seq_length: int, max_predictions: int) -> dict:
+    """A global batch's shapes and dtypes: those the pipeline's collate() makes."""
+    empty = collate([], max_seq_length, max_predictions)
+    return {k: jax.ShapeDtypeStruct((batch_size, *v.shape[1:]), v.dtype, sharding=self.batch_sharding)
+            for k, v in empty.items()}
+
+
+def build(config, model_config: ModelConfig, mesh) -> Program:
+  """The model, optimizer, shardings and jitted steps for `config` on `mesh`. Trace and run the steps inside
+  `jax.set_mesh(mesh)` and `nn.logical_axis_rules(sharding.RULES)`: activations are constrained by name."""
+  model = Albert(model_config)
+  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
+  abstract_params = nn.unbox(boxed)
+  tx = optim.make(config.train, abstract_params, boxed)
+  params_sharding = sharding.param_shardings(boxed, mesh)
+  replicated = NamedSharding(mesh, PartitionSpec())
+  state_sharding = {'step': replicated, 'params': params_sharding,
+                    'opt_state': sharding.opt_state_shardings(jax.eval_shape(tx.init, abstract_params),
+                                                              params_sharding, mesh)}
+
+  def new_state(rng):
+    params = nn.unbox(init_params(model, rng))
+    return {'step': jnp.zeros((), jnp.int32), 'params': params, 'opt_state': tx.init(params)}
+
+  task, train = config.data.sentence_task, config.train
+  base_rng = jax.random.key(train.seed + 1)
+  learning_rate = optim.schedule(train.learning_rate, train.warmup_steps, train.num_steps, train.poly_power)
+
+  def train_step(state, batch):
+    rng = jax.random.fold_in(base_rng, state['step'])
+    grad_fn = jax.value_and_grad(lambda p: losses(model, p, batch, rng, task, False), has_aux=True)
+    (loss, sums), grads = grad_fn(state['params'])
+    updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
+    params = optax.apply_updates(state['params'], updates)
+    out = {'loss': loss, 'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(params),
+           'learning_rate': learning_rate(state['step']), **sums}
+    ratios = optim.trust_ratios(opt_state)
+    if ratios:
+      flat = jnp.concatenate(ratios)
+      out.update(trust_ratio_min=flat.min(), trust_ratio_mean=flat.mean(), trust_ratio_max=flat.max())
+    return {'step': state['step'] + 1, 'params': params, 'opt_state': opt_state}, out
+
+  batch_sharding = sharding.batch_sharding(mesh)
+  return Program(
+      model=model, tx=tx, abstract_params=abstract_params, state_sharding=state_sharding,
+      batch_sharding=batch_sharding,
+      new_state=jax.jit(new_state, out_shardings=state_sharding),
+      train_step=jax.jit(train_step, in_shardings=(state_sharding, batch_sharding),
+                         out_shardings=(state_sharding, replicated), donate_argnums=0),
+      eval_step=jax.jit(lambda params, batch: losses(model, params, batch, base_rng, task, True)[1],
+                        in_shardings=(params_sharding, batch_sharding), out_shardings=replicated))
