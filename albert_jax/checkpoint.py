@@ -5,6 +5,7 @@ mid-save leaves no half checkpoint behind. The last `keep` checkpoints and the b
 are kept. A committed checkpoint that cannot be restored (a damaged file) is reported and skipped: restore falls
 back to the previous one, and never loads partial state.
 """
+import json
 import pathlib
 import time
 
@@ -12,6 +13,8 @@ import jax
 import orbax.checkpoint as ocp
 from absl import logging
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
+
+from albert_jax.model import ConfigError
 
 BEST_METRIC = 'eval_mlm_accuracy'
 
@@ -64,3 +67,15 @@ def _set_aside(mngr: ocp.CheckpointManager, step: int) -> pathlib.Path:
     multihost_utils.sync_global_devices('albert_jax: damaged checkpoint set aside')
   mngr.reload()
   return aside
+
+
+def check_workdir(workdir: pathlib.Path, config) -> None:
+  """A workdir holds one run: refuse to resume it with a different model."""
+  saved = workdir / 'config.json'
+  if saved.exists():
+    before = json.loads(saved.read_text()).get('model', {})
+    now = json.loads(config.model.to_json_best_effort())
+    changed = {k: (before.get(k), v) for k, v in now.items() if before.get(k) != v}
+    if changed:
+      raise ConfigError(f'{workdir} holds a run of a different model ({", ".join(f"model.{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())}). '
+                        f'Use a new --workdir, or the config that run used.')

@@ -54,7 +54,7 @@ class Program:
 
   def abstract_state(self) -> dict:
     """The state's shapes, dtypes and shardings, without computing it."""
-    shapes = jax.eval_shape(self.new_state, jax.random.key(0))
+    shapes = jax.eval_shape(self.new_state, jax.eval_shape(jax.random.key, 0))  # no concrete key: no device
     return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes,
                         self.state_sharding)
 
@@ -109,3 +109,13 @@ def build(config, model_config: ModelConfig, mesh) -> Program:
                          out_shardings=(state_sharding, replicated), donate_argnums=0),
       eval_step=jax.jit(lambda params, batch: losses(model, params, batch, base_rng, task, True)[1],
                         in_shardings=(params_sharding, batch_sharding), out_shardings=replicated))
+
+
+def evaluate(program: Program, params, data, batches: int, mesh) -> dict:
+  """Held-out rates over `batches` batches of `data` (a pipeline of the eval split), summed before dividing."""
+  totals = None
+  for _ in range(batches):
+    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+      sums = jax.device_get(program.eval_step(params, sharding.global_batch(data.next_batch(), mesh)))
+    totals = sums if totals is None else {k: totals[k] + sums[k] for k in sums}
+  return rates(totals, 'eval_')

@@ -18,7 +18,7 @@ import numpy as np
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from albert_jax import checkpoint, metrics, sharding
+from albert_jax import aot, checkpoint, metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -33,18 +33,6 @@ _DISTRIBUTED = flags.DEFINE_bool('distributed', False, 'Call jax.distributed.ini
 _COORDINATOR = flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 (not needed on TPU VMs).')
 _NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'Number of processes (not needed on TPU VMs).')
 _PROCESS_ID = flags.DEFINE_integer('process_id', None, 'This process (not needed on TPU VMs).')
-
-
-def check_workdir(workdir: pathlib.Path, config) -> None:
-  """A workdir holds one run: refuse to resume it with a different model."""
-  saved = workdir / 'config.json'
-  if saved.exists():
-    before = json.loads(saved.read_text()).get('model', {})
-    now = json.loads(config.model.to_json_best_effort())
-    changed = {k: (before.get(k), v) for k, v in now.items() if before.get(k) != v}
-    if changed:
-      raise ConfigError(f'{workdir} holds a run of a different model ({", ".join(f"model.{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())}). '
-                        f'Use a new --workdir, or the config that run used.')
 
 
 def all_hosts(data_state: dict) -> dict:
@@ -81,7 +69,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   model_config = validate(config)
   workdir = pathlib.Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
-  check_workdir(workdir, config)
+  checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)
   if config.train.batch_size % sharding.data_parallel_size(mesh):
     raise ConfigError(f'config.train.batch_size {config.train.batch_size} is not divisible by the data-parallel '
@@ -100,8 +88,18 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts)
   make_eval_data = lambda: pipeline_lib.Pipeline(config, tokenizer, 'eval', host, hosts)
 
-  # ---- Model, optimizer, where every array lives, and the compiled steps.
+  # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
+  # for the devices stops here, before any checkpoint or data is read.
   program = step_lib.build(config, model_config, mesh)
+  try:
+    train_step = aot.compile_train_step(program, config, mesh)
+  except aot.OutOfMemory as e:
+    raise ConfigError(f'the training step does not fit in device memory ({e}). Find a model.remat policy or a '
+                      f'batch size that fits without a pod: python -m albert_jax.aot --config=... '
+                      f'--topology=<accelerator type>') from None
+  memory = train_step.memory_analysis()
+  if memory is not None and getattr(memory, 'peak_memory_in_bytes', 0):
+    say(f'train step compiled: peak {memory.peak_memory_in_bytes / 2 ** 30:.2f} GiB per device')
 
   # ---- State: the newest complete checkpoint, else a fresh start.
   checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints)
@@ -115,13 +113,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       first_step = 0
       state = program.new_state(jax.random.key(config.train.seed))
 
-  def evaluate(params) -> dict:
-    eval_data, totals = make_eval_data(), None
-    for _ in range(config.train.eval_batches):
-      with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-        sums = jax.device_get(program.eval_step(params, sharding.global_batch(eval_data.next_batch(), mesh)))
-      totals = sums if totals is None else {k: totals[k] + sums[k] for k in sums}
-    return step_lib.rates(totals, 'eval_')
+  evaluate = lambda params: step_lib.evaluate(program, params, make_eval_data(), config.train.eval_batches, mesh)
 
   # ---- The loop.
   stop = {'signal': None}
@@ -141,7 +133,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   batch = train_data.next_batch() if step < config.train.num_steps else None
   while step < config.train.num_steps:
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-      state, step_metrics = program.train_step(state, sharding.global_batch(batch, mesh))
+      state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
     # Tokens: this host's real (unpadded) count times the hosts, without a collective per step.
     progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
     step += 1
@@ -183,6 +175,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
   # ---- Closing report.
   result = {k: float(v) for k, v in eval_metrics.items()}
+  if host == 0:
+    (workdir / 'result.json').write_text(json.dumps({'step': step, **result}, indent=2) + '\n')
   if host == 0 and first_eval:
     print(f'held-out MLM accuracy {first_eval["eval_mlm_accuracy"]:.3f} -> {result["eval_mlm_accuracy"]:.3f}, '
           f'SOP accuracy {first_eval["eval_sop_accuracy"]:.3f} -> {result["eval_sop_accuracy"]:.3f}')

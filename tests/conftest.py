@@ -5,6 +5,7 @@ import sys
 
 os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=8')
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')  # test workers compile for TPU topologies side by side
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 

@@ -1,0 +1,282 @@
+"""Will this run fit on that TPU pod? Compiles the exact training step (model, optimizer, shardings, batch) for a
+TPU topology on a machine without TPUs, with libtpu's compile-only devices (the [tpu] extra).
+
+  python -m albert_jax.aot --config=configs/xxlarge.py --topology=v3-512 [--config.model.remat=full] [--mfu=0.4]
+  python -m albert_jax.aot --config=configs/base.py --topology=v3-64,v3-128 --format=markdown   # table rows
+
+Reports per-device memory (parameters, optimizer state, batch, temporaries, peak) against the device's HBM, whether
+it fits, the analytic FLOPs per step and the step time they imply at a stated MFU. When it does not fit it looks
+for a remat policy that fits, else the largest per-device batch that does; --largest_batch looks for the largest
+batch even when the configured one fits. Each try is one compile (seconds to a minute).
+"""
+import dataclasses
+import math
+import os
+import pathlib
+import re
+from typing import Optional
+
+import flax.linen as nn
+import jax
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from albert_jax import metrics, sharding
+from albert_jax import step as step_lib
+from albert_jax.config import validate
+from albert_jax.model import ConfigError
+from albert_jax.summary import training_flops_per_sequence
+
+GIB = 2 ** 30
+
+# Per product family: (chip-grid dimensions, JAX devices per chip, chip config for libtpu, HBM per JAX device,
+# does the name count cores (2 per chip) rather than chips). On v2/v3 each core is one device; v4 and v5p
+# chips are one "megacore" device; v5e and v6e chips have one core.
+_FAMILIES = {
+    'v2': (2, 2, None, 8 * GIB, True),
+    'v3': (2, 2, None, 16 * GIB, True),
+    'v4': (3, 1, 'megacore', 32 * GIB, True),
+    'v5p': (3, 1, 'megacore', 95 * GIB, True),
+    'v5e': (2, 1, None, 16 * GIB, False),
+    'v6e': (2, 1, None, 32 * GIB, False),
+}
+_ALIASES = {'v5litepod': 'v5e', 'v6litepod': 'v6e'}
+REMAT_BY_MEMORY = ('none', 'save_dots', 'save_dots_no_batch', 'full')  # most memory first
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+  name: str  # as Cloud TPU names it: v3-512
+  chip_grid: str  # as libtpu takes it: v3:16x16
+  chip_config: Optional[str]
+  devices: int
+  hbm_bytes: int  # per JAX device
+
+  def compile_only_devices(self):
+    from jax.experimental import topologies
+    kwargs = {'chip_config_name': self.chip_config} if self.chip_config else {}
+    try:
+      return topologies.get_topology_desc(topology_name=self.chip_grid, platform='tpu', **kwargs).devices
+    except (RuntimeError, ValueError) as e:
+      raise RuntimeError(f'libtpu could not describe {self.name} ({self.chip_grid}): {e}. The check needs the '
+                         f"TPU build of jaxlib: pip install -e '.[tpu]'.") from e
+
+
+def topology(name: str) -> Topology:
+  """'v3-512' -> the v3:16x16 grid of 256 chips, 512 devices. Chips are laid out as Cloud TPU does: a square or
+  2:1 grid for 2-D families, and for 3-D ones 2x2x1 at 4 chips, then doubling z, y, x in turn from 2x2x2."""
+  match = re.fullmatch(r'(v\d+[a-z]*|v5litepod|v6litepod)-(\d+)', name.strip().lower())
+  family = _ALIASES.get(match.group(1), match.group(1)) if match else None
+  if family not in _FAMILIES:
+    raise ConfigError(f'unknown TPU topology {name!r}: expected FAMILY-SIZE with FAMILY one of '
+                      f'{", ".join(_FAMILIES)}, as Cloud TPU names accelerator types (v3-8 ... v3-1024, v4-128, '
+                      f'v5e-256, ...).')
+  dims, devices_per_chip, chip_config, hbm, counts_cores = _FAMILIES[family]
+  size = int(match.group(2))
+  chips = size // 2 if counts_cores else size
+  if chips < 1 or chips & (chips - 1) or (counts_cores and size % 2):
+    raise ConfigError(f'{name}: the size must be a power of two (v3-8, v3-32, ... v3-1024).')
+  if dims == 2:
+    x = 2 ** (int(math.log2(chips)) // 2)
+    grid = (x, chips // x)
+  elif chips < 8:
+    grid = (min(chips, 2), max(chips // 2, 1), 1)
+  else:
+    grid, axis = [2, 2, 2], 2
+    while math.prod(grid) < chips:
+      grid[axis] *= 2
+      axis = (axis - 1) % 3
+    grid = tuple(grid)
+  return Topology(f'{family}-{size}', f'{family}:{"x".join(map(str, grid))}', chip_config,
+                  chips * devices_per_chip, hbm)
+
+
+class OutOfMemory(Exception):
+  def __init__(self, message: str):
+    super().__init__(message)
+    found = re.search(r'\(([\d.]+)([KMGT])\) exceeds available HBM \(([\d.]+)([KMGT])\)', message)
+    unit = lambda u: {'K': 2 ** 10, 'M': 2 ** 20, 'G': GIB, 'T': 2 ** 40}[u]
+    self.required = float(found.group(1)) * unit(found.group(2)) if found else None
+    self.available = float(found.group(3)) * unit(found.group(4)) if found else None
+
+
+def compile_train_step(program: step_lib.Program, config, mesh):
+  """The compiled train step for `mesh`'s devices (real or compile-only); OutOfMemory if it does not fit."""
+  state = program.abstract_state()
+  batch = program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
+                                 config.data.max_predictions_per_seq)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+    lowered = program.train_step.lower(state, batch)
+  try:
+    return lowered.compile()
+  except jax.errors.JaxRuntimeError as e:
+    if 'RESOURCE_EXHAUSTED' in str(e):
+      raise OutOfMemory(str(e)) from None
+    raise
+
+
+def per_device_bytes(abstract_tree) -> int:
+  """Bytes of one device's shards of a tree of ShapeDtypeStructs with shardings (the largest shard counts)."""
+  return sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(abstract_tree))
+
+
+@dataclasses.dataclass
+class Check:
+  """One compile of the step for a topology: what it needs per device, or how far over the HBM it went."""
+  batch_size: int
+  per_shard: int  # the batch of one data-parallel shard: of each device under pure data parallelism
+  remat: str
+  fits: bool
+  params: int
+  opt_state: int
+  batch: int
+  temporaries: Optional[int]  # bytes; None when the compiler gave up (then `required` is what it needed)
+  peak: Optional[int]
+  required: Optional[float] = None
+
+
+def check(config, topo: Topology, devices=None) -> Check:
+  devices = devices if devices is not None else topo.compile_only_devices()
+  mesh = sharding.make_mesh(config.mesh, devices)
+  dp = sharding.data_parallel_size(mesh)
+  if config.train.batch_size % dp:
+    raise ConfigError(f'config.train.batch_size {config.train.batch_size} is not divisible by the data-parallel '
+                      f'size {dp} of {topo.name} (mesh {dict(mesh.shape)}).')
+  program = step_lib.build(config, validate(config), mesh)
+  state = program.abstract_state()
+  batch = program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
+                                 config.data.max_predictions_per_seq)
+  sizes = dict(batch_size=config.train.batch_size, per_shard=config.train.batch_size // dp, remat=config.model.remat,
+               params=per_device_bytes(state['params']), opt_state=per_device_bytes(state['opt_state']),
+               batch=per_device_bytes(batch))
+  try:
+    compiled = compile_train_step(program, config, mesh)
+  except OutOfMemory as e:
+    return Check(fits=False, temporaries=None, peak=None, required=e.required, **sizes)
+  memory = compiled.memory_analysis()
+  return Check(fits=True, temporaries=memory.temp_size_in_bytes, peak=memory.peak_memory_in_bytes, **sizes)
+
+
+def with_overrides(config, batch_size: int, remat: str):
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    config.train.batch_size, config.model.remat = batch_size, remat
+  return config
+
+
+def suggest(config, topo: Topology, devices, first: Check, largest_batch: bool) -> list:
+  """Further checks: stronger remat policies at the configured batch; if none fits, the largest batch that fits
+  with full remat; if asked, the largest batch that fits as configured. Batches are searched over multiples of the
+  data-parallel size, doubling or halving, then bisecting to within an eighth."""
+  tries, remat = [], config.model.remat
+  if not first.fits:
+    for policy in REMAT_BY_MEMORY[REMAT_BY_MEMORY.index(remat) + 1:]:
+      tries.append(check(with_overrides(config, config.train.batch_size, policy), topo, devices))
+      if tries[-1].fits:
+        return tries
+    remat = REMAT_BY_MEMORY[-1]
+  elif not largest_batch:
+    return tries
+  dp = sharding.data_parallel_size(sharding.make_mesh(config.mesh, devices))
+  fits = lambda per_shard: tries.append(check(with_overrides(config, per_shard * dp, remat), topo, devices)) or \
+      tries[-1].fits
+  if first.fits:
+    low, high = config.train.batch_size // dp, None
+    while high is None:
+      low, high = (2 * low, None) if fits(2 * low) else (low, 2 * low)
+  else:
+    low, high = None, config.train.batch_size // dp
+    while low is None and high > 1:
+      low, high = (high // 2, high) if fits(high // 2) else (None, high // 2)
+    if low is None:
+      return tries
+  while high - low > max(1, low // 8):
+    middle = (low + high) // 2
+    low, high = (middle, high) if fits(middle) else (low, middle)
+  return tries
+
+
+def gib(n) -> str:
+  return '?' if n is None else f'{n / GIB:.2f} GiB'
+
+
+def describe(c: Check, topo: Topology) -> str:
+  if c.fits:
+    return (f'batch {c.batch_size} ({c.per_shard} per data shard), remat {c.remat}: fits, peak {gib(c.peak)} of {gib(topo.hbm_bytes)} per device '
+            f'(parameters {gib(c.params)}, optimizer state {gib(c.opt_state)}, batch {gib(c.batch)}, temporaries '
+            f'{gib(c.temporaries)})')
+  return (f'batch {c.batch_size} ({c.per_shard} per data shard), remat {c.remat}: does NOT fit, needs {gib(c.required)} of temporaries on top of '
+          f'parameters {gib(c.params)} and optimizer state {gib(c.opt_state)}; {gib(topo.hbm_bytes)} per device')
+
+
+def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devices=None) -> dict:
+  devices = devices if devices is not None else topo.compile_only_devices()
+  first = check(config, topo, devices)
+  tries = suggest(config, topo, devices, first, largest_batch)
+  model_config = validate(config)
+  flops = training_flops_per_sequence(model_config, config.data.max_seq_length,
+                                      config.data.max_predictions_per_seq) * config.train.batch_size
+  peak_flops = next(v for k, v in metrics.PEAK_FLOPS.items() if devices[0].device_kind.startswith(k))
+  step_seconds = flops / (topo.devices * peak_flops * mfu)
+  lines = [f'{topo.name} ({topo.chip_grid}, {topo.devices} x {devices[0].device_kind}, {gib(topo.hbm_bytes)} HBM '
+           f'each), mesh {dict(sharding.make_mesh(config.mesh, devices).shape)}, sequence '
+           f'{config.data.max_seq_length}',
+           '  ' + describe(first, topo),
+           f'  {flops:.3g} FLOPs per step (analytic), {flops / topo.devices:.3g} per device; at {mfu:.0%} MFU of '
+           f'{peak_flops / 1e12:g} TFLOP/s: {step_seconds:.3g} s/step, {config.train.num_steps:,} steps in '
+           f'{metrics.format_eta(step_seconds * config.train.num_steps)}']
+  for t in tries:
+    lines.append('  try ' + describe(t, topo))
+  fitting = [t for t in tries if t.fits]
+  best = max(fitting, key=lambda t: t.batch_size) if fitting else None
+  if not first.fits:
+    suggestion = None
+  if not first.fits:
+    suggestion = (f'--config.model.remat={best.remat}' +
+                  (f' --config.train.batch_size={best.batch_size}' if best.batch_size != first.batch_size else '')
+                  if best else 'nothing tried fits: shard parameters over mesh.fsdp or mesh.model')
+    lines.append(f'  suggestion: {suggestion}')
+  elif largest_batch and best:
+    lines.append(f'  largest batch that fits with remat {best.remat}: {best.batch_size}')
+  return {'text': '\n'.join(lines), 'first': first, 'tries': tries, 'best': best, 'suggestion': suggestion,
+          'flops_per_step': flops, 'step_seconds': step_seconds}
+
+
+def markdown_header(mfu: float) -> str:
+  return ('| config | pod | batch per core | peak per core as configured | fits | what fits | peak then | '
+          f's/step at {mfu:.0%} MFU |\n|---|---|---|---|---|---|---|---|')
+
+
+def markdown_row(config_name: str, topo: Topology, out: dict) -> str:
+  first, best = out['first'], out['best']
+  peak = gib(first.peak) if first.fits else f'needs {gib(first.required)} + state'
+  fix = 'as configured' if first.fits else (out['suggestion'].replace('--config.', '') if best else 'nothing tried')
+  then = gib(first.peak if first.fits else best.peak if best else None)
+  return (f'| {config_name} | {topo.name} | {first.per_shard} | {peak} | {"yes" if first.fits else "no"} | {fix} | '
+          f'{then} | {out["step_seconds"]:.2f} |')
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS['verbosity'].present:  # JAX logs at INFO that it found no TPU here
+    logging.set_verbosity(logging.WARNING)
+  # libtpu takes a machine-wide lock to keep two processes off one TPU; compile-only devices need no such lock,
+  # and without this a second check on the same machine fails.
+  os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')
+  name = pathlib.Path(config_flags.get_config_filename(flags.FLAGS['config'])).stem
+  if _FORMAT.value == 'markdown':
+    print(markdown_header(_MFU.value))
+  for topo in [topology(t) for t in _TOPOLOGY.value.split(',')]:  # every name is checked before any compile
+    out = report(_CONFIG.value, topo, _MFU.value, _LARGEST_BATCH.value)
+    print(markdown_row(name, topo, out) if _FORMAT.value == 'markdown' else out['text'], flush=True)
+
+
+if __name__ == '__main__':
+  _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
+  _TOPOLOGY = flags.DEFINE_string('topology', None, 'Cloud TPU accelerator type(s), comma-separated: v3-8 ... '
+                                  'v3-1024, v4-128, v5e-256, ...')
+  _FORMAT = flags.DEFINE_enum('format', 'text', ['text', 'markdown'], 'A report, or one markdown table row per pod.')
+  _MFU = flags.DEFINE_float('mfu', 0.4, 'Model FLOPs utilization assumed for the step-time estimate.')
+  _LARGEST_BATCH = flags.DEFINE_bool('largest_batch', False, 'Also search for the largest batch that fits.')
+  flags.mark_flags_as_required(['config', 'topology'])
+  app.run(main)

@@ -1,0 +1,56 @@
+"""Held-out evaluation of a run's newest checkpoint, on data that may differ from what it was trained on.
+
+  python -m albert_jax.evaluate --config=configs/tiny.py --workdir=DIR --config.data.sentence_task=nsp
+
+Give the config (and overrides) the run was trained with; override only data fields (the sentence task, the
+source, the eval batches). Paper Table 6 evaluates a model trained with one sentence task on another this way.
+Prints the metrics and writes them to DIR/eval-<sentence_task>.json.
+"""
+import json
+import pathlib
+
+import jax
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from albert_jax import checkpoint, sharding
+from albert_jax import step as step_lib
+from albert_jax.config import validate
+from albert_jax.data import pipeline as pipeline_lib
+from albert_jax.model import ConfigError
+
+
+def evaluate_run(config, workdir, devices=None) -> dict:
+  model_config = validate(config)
+  workdir = pathlib.Path(workdir)
+  checkpoint.check_workdir(workdir, config)  # the same model as the checkpoint's
+  mesh = sharding.make_mesh(config.mesh, devices)
+  program = step_lib.build(config, model_config, mesh)
+  restored = checkpoint.restore_latest(checkpoint.manager(workdir, config.train.keep_checkpoints),
+                                       program.abstract_state())
+  if restored is None:
+    raise ConfigError(f'{workdir} holds no checkpoint to evaluate: train first (python -m albert_jax.train).')
+  step, state, _ = restored
+  data = pipeline_lib.Pipeline(config, pipeline_lib.load_tokenizer(config), 'eval', jax.process_index(),
+                               jax.process_count())
+  result = {'step': step, 'sentence_task': config.data.sentence_task,
+            **{k: float(v) for k, v in step_lib.evaluate(program, state['params'], data,
+                                                           config.train.eval_batches, mesh).items()}}
+  if jax.process_index() == 0:
+    (workdir / f'eval-{config.data.sentence_task}.json').write_text(json.dumps(result, indent=2) + '\n')
+  return result
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS['verbosity'].present:
+    logging.set_verbosity(logging.WARNING)
+  result = evaluate_run(_CONFIG.value, _WORKDIR.value)
+  print('  '.join(f'{k} {v:.4f}' if isinstance(v, float) else f'{k} {v}' for k, v in result.items()))
+
+
+if __name__ == '__main__':
+  _CONFIG = config_flags.DEFINE_config_file('config', None, 'The config the run was trained with.', lock_config=True)
+  _WORKDIR = flags.DEFINE_string('workdir', None, 'The run to evaluate.')
+  flags.mark_flags_as_required(['config', 'workdir'])
+  app.run(main)

@@ -1,0 +1,86 @@
+"""The ahead-of-time fit check: compiles the real training step for TPU topologies with libtpu's compile-only
+devices (no TPU here) and reads the compiler's memory figures."""
+import math
+
+import jax
+import pytest
+
+from albert_jax import aot
+from albert_jax.model import ConfigError
+from albert_jax.summary import count_params
+
+
+@pytest.mark.parametrize('name, grid, devices', [
+    # libtpu's chip-grid names and device counts of Cloud TPU accelerator types (environment.md, Cloud TPU docs)
+    ('v3-8', 'v3:2x2', 8), ('v3-32', 'v3:4x4', 32), ('v3-64', 'v3:4x8', 64), ('v3-128', 'v3:8x8', 128),
+    ('v3-256', 'v3:8x16', 256), ('v3-512', 'v3:16x16', 512), ('v3-1024', 'v3:16x32', 1024),
+    ('v4-8', 'v4:2x2x1', 4), ('v4-16', 'v4:2x2x2', 8), ('v4-128', 'v4:4x4x4', 64), ('v4-4096', 'v4:8x16x16', 2048),
+    ('v5p-8', 'v5p:2x2x1', 4), ('v5e-4', 'v5e:2x2', 4), ('v5litepod-256', 'v5e:16x16', 256),
+    ('v6e-8', 'v6e:2x4', 8),
+])
+def test_accelerator_types_map_to_chip_grids(name, grid, devices):
+  topo = aot.topology(name)
+  assert (topo.chip_grid, topo.devices) == (grid, devices)
+
+
+def test_libtpu_agrees_on_device_counts():
+  for name in ('v3-32', 'v4-16', 'v5e-8'):
+    topo = aot.topology(name)
+    assert len(topo.compile_only_devices()) == topo.devices
+
+
+@pytest.mark.parametrize('name', ['v3-12', 'v3-7', 'v9-8', 'tpu-v3', 'v3'])
+def test_bad_topology_names_say_what_is_expected(name):
+  with pytest.raises(ConfigError, match='power of two|expected FAMILY-SIZE'):
+    aot.topology(name)
+
+
+@pytest.mark.parametrize('name', ['v3-8', 'v3-32'])
+def test_tiny_config_fits_and_memory_adds_up(name, tiny_config):
+  config = tiny_config.copy_and_resolve_references()
+  config.train.batch_size = 64
+  topo = aot.topology(name)
+  result = aot.check(config, topo)
+  assert result.fits
+  # Pure data parallelism: every device holds all fp32 parameters and LAMB's two slots per parameter.
+  params = count_params(aot.validate(config))['total'] * 4
+  assert result.params == params
+  assert 2 * params <= result.opt_state < 2.01 * params  # m and v, plus a few scalars and per-layer trust ratios
+  per_device = 64 // topo.devices
+  assert result.batch == per_device * (3 * 128 + 3 * 20 + 1) * 4
+  assert 0 < result.peak < topo.hbm_bytes
+
+
+def test_oversized_config_does_not_fit_and_a_fitting_setting_is_suggested(tiny_config):
+  config = tiny_config.copy_and_resolve_references()
+  config.train.batch_size = 8 * 16384  # 16k sequences of 128 per v3 core: gigabytes of activations per layer
+  out = aot.report(config, aot.topology('v3-8'), mfu=0.4)
+  assert not out['first'].fits
+  assert out['first'].required > 16 * 2 ** 30  # as the compiler reported it
+  fitting = [t for t in out['tries'] if t.fits]
+  assert fitting and 'does NOT fit' in out['text']
+  best = max(fitting, key=lambda t: t.batch_size)
+  assert f'suggestion: --config.model.remat={best.remat}' in out['text']
+  assert best.peak <= 16 * 2 ** 30
+
+
+def test_flops_and_step_time_estimate(tiny_config):
+  config = tiny_config.copy_and_resolve_references()
+  config.train.batch_size = 64
+  out = aot.report(config, aot.topology('v3-8'), mfu=0.5)
+  # 61.5 TFLOP/s per v3 core (half of a 123 TFLOP/s chip) x 8 cores at 50%
+  assert math.isclose(out['step_seconds'], out['flops_per_step'] / (8 * 61.5e12 * 0.5))
+  assert 'fits, peak' in out['text']
+
+
+def test_training_stops_before_reading_data_when_the_step_does_not_fit(tiny_config, tmp_path, monkeypatch):
+  from albert_jax import train
+
+  def out_of_memory(*args):
+    raise aot.OutOfMemory('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO '
+                          'temporaries (36.85G) exceeds available HBM (15.48G).')
+
+  monkeypatch.setattr(aot, 'compile_train_step', out_of_memory)
+  monkeypatch.setattr(train.pipeline_lib.Pipeline, 'next_batch', lambda self: pytest.fail('read data'))
+  with pytest.raises(ConfigError, match=r'does not fit in device memory .*python -m albert_jax.aot'):
+    train.train_and_evaluate(tiny_config, tmp_path, devices=jax.devices()[:1])

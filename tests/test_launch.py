@@ -1,0 +1,150 @@
+"""launch/tpu.py against a recording stand-in for gcloud on PATH: the exact command lines for v3-64 and v3-1024, the
+babysit loop through a preemption, and awkward override values arriving at the remote python unchanged."""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from launch import tpu
+
+# Records each call's argv; answers `describe` from a queue of states; for ssh, runs the start-training line in a
+# fake worker's home (as the remote shell would) and answers worker 0's exit-code query.
+STAND_IN = '''#!{python}
+import json, os, subprocess, sys
+argv = sys.argv[1:]
+with open(os.environ['GCLOUD_RECORD'], 'a') as f:
+    f.write(json.dumps(argv) + '\\n')
+if 'describe' in argv:
+    states = open(os.environ['GCLOUD_STATES']).read().split()
+    open(os.environ['GCLOUD_STATES'], 'w').write(' '.join(states[1:]))
+    print(states[0] if states else 'READY')
+command = next((a[len('--command='):] for a in argv if a.startswith('--command=')), '')
+if command.startswith('mkdir -p $HOME/albert_run'):
+    subprocess.run(['bash', '-c', command], env={{**os.environ, 'HOME': os.environ['WORKER_HOME']}}, check=True)
+if command.startswith('cat $HOME/albert_run/exit_code'):
+    print(os.environ.get('GCLOUD_EXIT_CODE', ''))
+'''
+
+# The worker's python: writes down the argv and environment it was started with.
+FAKE_PYTHON = '''#!{python}
+import json, os, sys
+json.dump({{'argv': sys.argv[1:], 'tfds': os.environ.get('TFDS_DATA_DIR')}}, open(os.environ['HOME'] + '/argv.json', 'w'))
+'''
+
+
+@pytest.fixture
+def gcloud(tmp_path, monkeypatch):
+  bin_dir, worker_home = tmp_path / 'bin', tmp_path / 'worker'
+  python = worker_home / 'albert_jax' / '.venv' / 'bin' / 'python'
+  for path, text in ((bin_dir / 'gcloud', STAND_IN), (python, FAKE_PYTHON)):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.format(python=sys.executable))
+    path.chmod(0o755)
+  (tmp_path / 'states').write_text('')
+  monkeypatch.setenv('PATH', f'{bin_dir}:{os.environ["PATH"]}')
+  monkeypatch.setenv('GCLOUD_RECORD', str(tmp_path / 'record'))
+  monkeypatch.setenv('GCLOUD_STATES', str(tmp_path / 'states'))
+  monkeypatch.setenv('WORKER_HOME', str(worker_home))
+
+  def calls():
+    record = tmp_path / 'record'
+    return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+
+  return calls, worker_home
+
+
+def dry_run(*argv) -> list:
+  out = subprocess.run([sys.executable, '-m', 'launch.tpu', argv[0], '--dry-run', *argv[1:]], cwd=ROOT, capture_output=True,
+                       text=True, check=True).stdout
+  return out.splitlines()
+
+
+COMMON = ['--name=albert', '--zone=europe-west4-a']
+RUN = ['--config=configs/xxlarge.py', '--workdir=gs://my-bucket/xxlarge', '--tfds_data_dir=gs://my-bucket/tfds']
+AWKWARD = ['--config.train.fill_mask_text=it\'s $HOME; rm -rf "/" `id` $(touch pwned) & echo',
+           '--config.train.fill_mask_word=it\'s']
+
+
+def test_create_on_v3_64_and_v3_1024_dry_runs():
+  assert dry_run('create', *COMMON, '--accelerator=v3-64') == [
+      'gcloud compute tpus tpu-vm create albert --zone=europe-west4-a --accelerator-type=v3-64 '
+      '--version=tpu-ubuntu2204-base']
+  assert dry_run('create', *COMMON, '--accelerator=v3-1024', '--capacity=preemptible', '--project=p1') == [
+      'gcloud compute tpus tpu-vm create albert --zone=europe-west4-a --project=p1 --accelerator-type=v3-1024 '
+      '--version=tpu-ubuntu2204-base --preemptible']
+  assert dry_run('create', *COMMON, '--accelerator=v3-1024', '--queued', '--capacity=spot') == [
+      'gcloud compute tpus queued-resources create albert --node-id=albert --zone=europe-west4-a '
+      '--accelerator-type=v3-1024 --runtime-version=tpu-ubuntu2204-base --spot']
+
+
+def test_train_dry_run_pins_the_remote_command_with_an_awkward_override():
+  lines = dry_run('train', *COMMON, '--accelerator=v3-1024', *RUN, '--', *AWKWARD)
+  assert lines == [
+      'gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all \'--command=pkill -f '
+      '"[a]lbert_jax.train" || true; sudo lsof -t /dev/accel* /dev/vfio/* 2>/dev/null | xargs -r sudo kill -9 || '
+      'true\'',
+      'gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all ' + shlex.quote(
+          '--command=mkdir -p $HOME/albert_run && cd $HOME/albert_jax && rm -f $HOME/albert_run/exit_code && '
+          'nohup bash -c \'"$0" "$@" > $HOME/albert_run/train.log 2>&1; echo $? > $HOME/albert_run/exit_code\' '
+          'env TFDS_DATA_DIR=gs://my-bucket/tfds "$HOME/albert_jax/.venv/bin/python" -m albert_jax.train '
+          '--config=configs/xxlarge.py --workdir=gs://my-bucket/xxlarge --distributed ' +
+          ' '.join(shlex.quote(x) for x in AWKWARD) + ' < /dev/null > /dev/null 2>&1 &')]
+
+
+def test_awkward_overrides_reach_the_remote_python_unchanged(gcloud, tmp_path):
+  calls, worker_home = gcloud
+  tpu.main(['train', *COMMON, '--accelerator=v3-64', *RUN, '--', *AWKWARD, '--config.train.num_steps=7'])
+  deadline = time.time() + 30
+  while not (worker_home / 'albert_run' / 'exit_code').exists():  # the remote command runs detached
+    assert time.time() < deadline
+    time.sleep(0.05)
+  started = json.loads((worker_home / 'argv.json').read_text())
+  assert started['argv'] == ['-m', 'albert_jax.train', '--config=configs/xxlarge.py',
+                             '--workdir=gs://my-bucket/xxlarge', '--distributed', *AWKWARD,
+                             '--config.train.num_steps=7']
+  assert started['tfds'] == 'gs://my-bucket/tfds'
+  assert (worker_home / 'albert_run' / 'exit_code').read_text().strip() == '0'
+  assert not list(tmp_path.rglob('pwned')) and not (ROOT / 'pwned').exists()
+  assert [c[:5] for c in calls()] == [['compute', 'tpus', 'tpu-vm', 'ssh', 'albert']] * 2
+
+
+def test_babysit_recreates_a_preempted_pod_and_stops_when_training_ends(gcloud, tmp_path, monkeypatch):
+  calls, worker_home = gcloud
+  (tmp_path / 'states').write_text('PREEMPTED CREATING READY')
+  monkeypatch.setenv('GCLOUD_EXIT_CODE', '0')
+  with pytest.raises(SystemExit) as ended:
+    tpu.main(['babysit', *COMMON, '--accelerator=v3-64', *RUN, '--poll_seconds=0', '--delete_when_done'])
+  assert ended.value.code == 0
+  verbs = [' '.join(c[2:4]) if c[2] in ('tpu-vm', 'queued-resources') else c[0] for c in calls()]
+  assert verbs == ['tpu-vm describe',  # PREEMPTED
+                   'tpu-vm delete', 'tpu-vm create', 'tpu-vm scp', 'tpu-vm ssh',  # re-create and install
+                   'tpu-vm ssh', 'tpu-vm ssh',  # stop stale processes, start training
+                   'tpu-vm describe',  # CREATING: wait
+                   'tpu-vm describe', 'tpu-vm ssh',  # READY: worker 0's exit code is 0
+                   'tpu-vm delete']
+  assert (worker_home / 'argv.json').exists()
+
+
+def test_logs_stream_every_worker(tmp_path):
+  lines = dry_run('logs', *COMMON, '--accelerator=v3-64', f'--log_dir={tmp_path}')
+  assert len(lines) == 8  # 64 cores, 8 per TPU VM host
+  assert lines[7] == ('gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=7 '
+                      '\'--command=tail -n +1 -F $HOME/albert_run/train.log\'')
+
+
+def test_workers_per_pod():
+  assert [tpu.workers(a) for a in ('v3-8', 'v3-64', 'v3-1024', 'v4-128', 'v5e-8', 'v5e-256')] == [1, 8, 128, 16, 1, 64]
+
+
+def test_bad_arguments_are_refused_before_any_gcloud_call(gcloud):
+  calls, _ = gcloud
+  with pytest.raises(SystemExit):
+    tpu.main(['train', *COMMON, '--accelerator=v3-64'])  # no workdir
+  with pytest.raises(SystemExit):
+    tpu.main(['train', *COMMON, '--accelerator=v3-64', '--workdir=/tmp/run'])  # not shared by the workers
+  assert calls() == []
