@@ -1,0 +1,207 @@
+"""Config-override sweeps: expand a grid or zip of overrides, run each (locally one after another, or on a TPU pod),
+and report every run's final held-out metrics as a table and a plot.
+
+  python -m launch.sweep --config=configs/tiny.py --sweep='model.embedding_size=16,32,64' --workdir=/tmp/e_sweep
+  python -m launch.sweep --sweep=configs/sweeps/table4_embedding.py --workdir=/tmp/table4      # a sweep file
+  python -m launch.sweep --sweep=configs/sweeps/table4_embedding.py --workdir=/tmp/table4 --report
+  python -m launch.sweep ... --target=tpu --name=albert --zone=europe-west4-a --accelerator=v3-64  # gs:// workdir
+
+A command-line SPEC is space-separated axes `key=v1,v2,...`, crossed (--mode=grid) or paired (--mode=zip). A
+sweep file is a Python file with CONFIG (the base config file), SWEEP ({key: [values]}), optional MODE ('grid' or
+'zip'), FIXED ({key: value} for every run), EVALUATE (a list of {data.key: value} held-out evaluations to run
+after training, e.g. on another sentence task) and PAPER (the paper's figures, shown beside ours).
+Each run's name and workdir come from its overrides (embedding_size=16). A run whose workdir already holds a
+result.json is not run again, so an interrupted sweep continues where it stopped.
+"""
+import argparse
+import importlib.util
+import itertools
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+from launch import tpu
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+METRICS = ('eval_mlm_accuracy', 'eval_sop_accuracy', 'eval_mlm_loss')
+
+
+def parse_spec(spec: str) -> dict:
+  axes = {}
+  for axis in spec.split():
+    key, sep, values = axis.partition('=')
+    if not sep or not values:
+      raise ValueError(f'sweep axis {axis!r}: write key=v1,v2,... (e.g. model.embedding_size=16,32,64)')
+    axes[key.removeprefix('config.')] = values.split(',')
+  return axes
+
+
+def load_sweep_file(path: str) -> dict:
+  spec = importlib.util.spec_from_file_location('sweep', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  if not hasattr(module, 'SWEEP') or not hasattr(module, 'CONFIG'):
+    raise ValueError(f'{path}: a sweep file defines CONFIG (a config file) and SWEEP ({{key: [values]}}).')
+  return {'config': module.CONFIG, 'axes': module.SWEEP, 'mode': getattr(module, 'MODE', 'grid'),
+          'fixed': getattr(module, 'FIXED', {}), 'evaluate': getattr(module, 'EVALUATE', []),
+          'paper': getattr(module, 'PAPER', {})}
+
+
+def expand(axes: dict, mode: str) -> list:
+  """[{key: value}, ...]: every combination (grid), or the i-th value of every axis together (zip)."""
+  keys = list(axes)
+  if mode == 'zip':
+    lengths = {k: len(v) for k, v in axes.items()}
+    if len(set(lengths.values())) > 1:
+      raise ValueError(f'--mode=zip needs axes of one length; got {lengths}')
+    combos = zip(*axes.values())
+  else:
+    combos = itertools.product(*axes.values())
+  return [dict(zip(keys, combo)) for combo in combos]
+
+
+def run_name(overrides: dict) -> str:
+  return ','.join(f'{key.rsplit(".", 1)[-1]}={value}' for key, value in overrides.items()).replace('/', '_')
+
+
+def flags(overrides: dict) -> list:
+  return [f'--config.{key}={value}' for key, value in overrides.items()]
+
+
+def run_local(sweep: dict, runs: list, root: pathlib.Path, dry_run: bool) -> None:
+  for i, overrides in enumerate(runs):
+    workdir = root / run_name(overrides)
+    common = [f'--config={sweep["config"]}', f'--workdir={workdir}', *flags(sweep['fixed']), *flags(overrides)]
+    commands = [('train', [sys.executable, '-m', 'albert_jax.train', *common])]
+    commands += [(f'eval-{extra.get("data.sentence_task", j)}', [sys.executable, '-m', 'albert_jax.evaluate',
+                                                                  *common, *flags(extra)])
+                 for j, extra in enumerate(sweep["evaluate"])]
+    for what, argv in commands:
+      done = workdir / ('result.json' if what == 'train' else f'{what}.json')
+      print(f'[{i + 1}/{len(runs)} {workdir.name}] {"done already: " if done.exists() else ""}{" ".join(argv)}',
+            flush=True)
+      if dry_run or done.exists():
+        continue
+      workdir.mkdir(parents=True, exist_ok=True)
+      started = time.time()
+      with open(workdir / f'{what}.log', 'w') as log:
+        result = subprocess.run(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+      if result.returncode:
+        raise SystemExit(f'{workdir.name}: {what} failed (exit {result.returncode}); see {workdir}/{what}.log')
+      print(f'    finished in {time.time() - started:.0f} s', flush=True)
+
+
+def run_tpu(sweep: dict, runs: list, args) -> None:
+  """One run after another on one pod: start it on every worker, wait for worker 0's exit code, go on."""
+  for overrides in runs:
+    run_args = argparse.Namespace(**{**vars(args), 'config': sweep['config'],
+                                     'workdir': f'{args.workdir.rstrip("/")}/{run_name(overrides)}',
+                                     'overrides': flags(sweep['fixed']) + flags(overrides)})
+    g = tpu.Gcloud(run_args)
+    tpu.train(g)
+    while not g.dry_run and tpu.exit_code(g) is None:
+      time.sleep(args.poll_seconds)
+
+
+def collect(sweep: dict, runs: list, root: pathlib.Path) -> list:
+  rows = []
+  for overrides in runs:
+    workdir = root / run_name(overrides)
+    row = {'run': workdir.name}
+    if (workdir / 'result.json').exists():
+      result = json.loads((workdir / 'result.json').read_text())
+      row.update({k: result[k] for k in METRICS if k in result})
+    for extra in sweep['evaluate']:
+      task = extra.get('data.sentence_task')
+      path = workdir / f'eval-{task}.json'
+      if task and path.exists():
+        row[f'{task}_accuracy'] = json.loads(path.read_text())['eval_sop_accuracy']
+    rows.append(row)
+  return rows
+
+
+def report(sweep: dict, runs: list, root: pathlib.Path) -> str:
+  """A markdown table of the runs' final held-out metrics (with the paper's, where the sweep file gives them) and
+  a PNG plot of the accuracies, both written under the sweep's workdir."""
+  rows = collect(sweep, runs, root)
+  columns = [c for c in (*METRICS, 'none_accuracy', 'nsp_accuracy', 'sop_accuracy') if any(c in r for r in rows)]
+  paper = sweep['paper']
+  paper_columns = sorted({k for v in paper.values() for k in v})
+  head = ['run', *columns, *[f'paper {c}' for c in paper_columns]]
+  lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+  for r in rows:
+    cells = [r['run']] + [f'{r[c]:.4f}' if c in r else 'not run' for c in columns]
+    cells += [str(paper.get(r['run'], {}).get(c, '')) for c in paper_columns]
+    lines.append('| ' + ' | '.join(cells) + ' |')
+  table = '\n'.join(lines)
+  (root / 'report.md').write_text(table + '\n')
+
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  accuracies = [c for c in columns if c.endswith('accuracy')]
+  figure, axes = plt.subplots(1, len(accuracies), figsize=(4 * len(accuracies), 3.6), squeeze=False)
+  for ax, column in zip(axes[0], accuracies):
+    values = [r.get(column, 0.0) for r in rows]
+    ax.bar(range(len(rows)), values, color='tab:blue')
+    ax.set_xticks(range(len(rows)), [r['run'] for r in rows], rotation=30, ha='right', fontsize=8)
+    ax.set_title(column.replace('eval_', 'held-out '), fontsize=10)
+    ax.set_ylim(0, max(values + [1e-3]) * 1.15)
+    for x, v in enumerate(values):
+      ax.text(x, v, f'{v:.3f}', ha='center', va='bottom', fontsize=7)
+  figure.suptitle(f'{root.name}: {sweep["config"]} {" ".join(flags(sweep["fixed"]))}', fontsize=9)
+  figure.tight_layout()
+  figure.savefig(root / 'report.png', dpi=110)
+  plt.close(figure)
+  return table
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(prog='python -m launch.sweep', description=__doc__.split('\n')[0])
+  parser.add_argument('--sweep', required=True, help='a sweep file (.py) or a SPEC: "key=v1,v2 key2=w1,w2"')
+  parser.add_argument('--config', help='base config file (a sweep file names its own)')
+  parser.add_argument('--mode', choices=('grid', 'zip'), help='for a SPEC (default grid)')
+  parser.add_argument('--workdir', required=True, help='parent directory: one workdir per run under it')
+  parser.add_argument('--target', choices=('local', 'tpu'), default='local')
+  parser.add_argument('--report', action='store_true', help='only collect the finished runs into a table + plot')
+  parser.add_argument('--dry-run', '--dry_run', dest='dry_run', action='store_true')
+  for name in ('name', 'zone', 'project'):
+    parser.add_argument(f'--{name}', help=f'--target=tpu: the pod\'s {name} (see launch/tpu.py)')
+  parser.add_argument('--accelerator', default='v3-64')
+  parser.add_argument('--tfds_data_dir')
+  parser.add_argument('--poll_seconds', type=float, default=60)
+  args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+  if args.sweep.endswith('.py'):
+    sweep = load_sweep_file(args.sweep)
+  else:
+    if not args.config:
+      parser.error('a command-line SPEC needs --config')
+    sweep = {'config': args.config, 'axes': parse_spec(args.sweep), 'mode': args.mode or 'grid', 'fixed': {},
+             'evaluate': [], 'paper': {}}
+  if args.config:
+    sweep['config'] = args.config
+  # Any further --config.x=v applies to every run.
+  sweep['fixed'] = {**sweep['fixed'], **dict(a[len('--config.'):].split('=', 1) for a in extra
+                                           if a.startswith('--config.') and '=' in a)}
+  unknown = [a for a in extra if not (a.startswith('--config.') and '=' in a)]
+  if unknown:
+    parser.error(f'unrecognized arguments: {" ".join(unknown)}')
+  runs = expand(sweep['axes'], sweep['mode'])
+  root = pathlib.Path(args.workdir)
+  print(f'{len(runs)} runs of {sweep["config"]}: {", ".join(run_name(r) for r in runs)}', flush=True)
+  if not args.report:
+    if args.target == 'tpu':
+      if not (args.name and args.zone and args.workdir.startswith('gs://')):
+        parser.error('--target=tpu needs --name, --zone and a gs:// --workdir')
+      run_tpu(sweep, runs, args)
+    else:
+      run_local(sweep, runs, root, args.dry_run)
+  if not args.dry_run and args.target == 'local':
+    print(report(sweep, runs, root))
+    print(f'table: {root}/report.md, plot: {root}/report.png')
+
+
+if __name__ == '__main__':
+  main()

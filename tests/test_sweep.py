@@ -1,0 +1,69 @@
+"""launch/sweep.py: expanding grids and zips, naming runs, and a real two-run local sweep with a follow-up
+evaluation, collected into a table and a PNG plot."""
+import json
+
+import pytest
+
+from launch import sweep
+
+SHRINK = ['--config.data.max_seq_length=64', '--config.model.max_position_embeddings=64',
+          '--config.train.batch_size=8', '--config.train.num_steps=3', '--config.train.warmup_steps=1',
+          '--config.train.eval_every=3', '--config.train.checkpoint_every=3', '--config.train.eval_batches=1',
+          '--config.train.fill_mask_text=', '--config.train.fill_mask_word=']
+
+
+def test_grid_zip_and_names():
+  axes = sweep.parse_spec('model.embedding_size=16,32 config.model.sharing=all,none')
+  assert axes == {'model.embedding_size': ['16', '32'], 'model.sharing': ['all', 'none']}
+  grid = sweep.expand(axes, 'grid')
+  assert len(grid) == 4 and grid[1] == {'model.embedding_size': '16', 'model.sharing': 'none'}
+  assert sweep.expand(axes, 'zip') == [{'model.embedding_size': '16', 'model.sharing': 'all'},
+                                       {'model.embedding_size': '32', 'model.sharing': 'none'}]
+  assert sweep.run_name(grid[1]) == 'embedding_size=16,sharing=none'
+  with pytest.raises(ValueError, match='one length'):
+    sweep.expand({'a': [1, 2], 'b': [1]}, 'zip')
+  with pytest.raises(ValueError, match='key=v1,v2'):
+    sweep.parse_spec('model.embedding_size')
+
+
+def test_shipped_sweep_files_reproduce_paper_tables():
+  table4 = sweep.load_sweep_file('configs/sweeps/table4_embedding.py')
+  assert [sweep.run_name(r) for r in sweep.expand(table4['axes'], table4['mode'])] == list(table4['paper'])
+  table5 = sweep.load_sweep_file('configs/sweeps/table5_sharing.py')
+  assert [r['model.sharing'] for r in sweep.expand(table5['axes'], 'grid')] == ['all', 'attention', 'ffn', 'none']
+  table6 = sweep.load_sweep_file('configs/sweeps/table6_sentence_task.py')
+  assert [e['data.sentence_task'] for e in table6['evaluate']] == ['nsp', 'sop']
+
+
+def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, tmp_path, tmp_path_factory):
+  spec = tmp_path / 'spec.py'
+  spec.write_text("CONFIG = 'configs/tiny.py'\nSWEEP = {'data.sentence_task': ['nsp', 'sop']}\n"
+                  "EVALUATE = [{'data.sentence_task': 'sop'}]\n")
+  root = tmp_path / 'runs'
+  sweep.main([f'--sweep={spec}', f'--workdir={root}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
+              *SHRINK])
+  for task in ('nsp', 'sop'):
+    result = json.loads((root / f'sentence_task={task}' / 'result.json').read_text())
+    assert result['step'] == 3
+    evaluated = json.loads((root / f'sentence_task={task}' / 'eval-sop.json').read_text())
+    assert evaluated['step'] == 3
+    if task == 'sop':  # the same checkpoint on the same held-out batches: the training run's own final figures
+      assert evaluated['eval_mlm_accuracy'] == pytest.approx(result['eval_mlm_accuracy'], abs=1e-6)
+      assert evaluated['eval_sop_accuracy'] == pytest.approx(result['eval_sop_accuracy'], abs=1e-6)
+  table = (root / 'report.md').read_text().splitlines()
+  assert table[0] == '| run | eval_mlm_accuracy | eval_sop_accuracy | eval_mlm_loss | sop_accuracy |'
+  assert table[3].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f}')
+  assert (root / 'report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+  # Run again: finished runs are not repeated.
+  before = (root / 'sentence_task=nsp' / 'result.json').stat().st_mtime
+  sweep.main([f'--sweep={spec}', f'--workdir={root}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
+              *SHRINK])
+  assert (root / 'sentence_task=nsp' / 'result.json').stat().st_mtime == before
+
+
+def test_tpu_target_dry_run_starts_each_run_on_the_pod(capsys):
+  sweep.main(['--sweep=model.sharing=all,none', '--config=configs/base.py', '--workdir=gs://b/sweep',
+              '--target=tpu', '--name=albert', '--zone=europe-west4-a', '--dry-run'])
+  out = capsys.readouterr().out
+  assert out.count("--worker=all '--command=mkdir -p") == 2
+  assert '--workdir=gs://b/sweep/sharing=none --distributed --config.model.sharing=none' in out
