@@ -229,8 +229,7 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
     lines.append('  try ' + describe(t, topo))
   fitting = [t for t in tries if t.fits]
   best = max(fitting, key=lambda t: t.batch_size) if fitting else None
-  if not first.fits:
-    suggestion = None
+  suggestion = None
   if not first.fits:
     suggestion = (f'--config.model.remat={best.remat}' +
                   (f' --config.train.batch_size={best.batch_size}' if best.batch_size != first.batch_size else '')

@@ -75,7 +75,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     raise ConfigError(f'config.train.batch_size {config.train.batch_size} is not divisible by the data-parallel '
                       f'size {sharding.data_parallel_size(mesh)} (mesh {dict(mesh.shape)}).')
   host, hosts = jax.process_index(), jax.process_count()
-  say = lambda text: print(text, flush=True) if host == 0 else None
+  # Host 0 speaks for all; on a pod its lines say so, as each worker's log file is read on its own.
+  say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
   tokenizer = pipeline_lib.load_tokenizer(config)  # a missing or mismatched vocabulary stops here
   if host == 0:
     (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2) + '\n')
@@ -151,12 +152,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                                           'correct' not in k and not k.endswith('_loss')},
                 **progress.report(step), **metrics.memory_in_use()}
       writer.scalars(step, report)
-      if host == 0:
-        eta = metrics.format_eta(report['eta_seconds']) if 'eta_seconds' in report else '--'
-        print(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc '
-              f'{report["mlm_accuracy"]:.3f}  sop_acc {report["sop_accuracy"]:.3f}  '
-              f'{report.get("steps_per_sec", 0):.2f} steps/s  {report.get("examples_per_sec", 0):.0f} ex/s  '
-              f'MFU {100 * report.get("mfu", 0):.1f}%  ETA {eta}', flush=True)
+      eta = metrics.format_eta(report['eta_seconds']) if 'eta_seconds' in report else '--'
+      say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc '
+          f'{report["mlm_accuracy"]:.3f}  sop_acc {report["sop_accuracy"]:.3f}  '
+          f'{report.get("steps_per_sec", 0):.2f} steps/s  {report.get("examples_per_sec", 0):.0f} ex/s  '
+          f'MFU {100 * report.get("mfu", 0):.1f}%  ETA {eta}')
     is_last = step == config.train.num_steps
     if step % config.train.eval_every == 0 or is_last:
       eval_metrics = evaluate(state['params'])
@@ -177,13 +177,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   result = {k: float(v) for k, v in eval_metrics.items()}
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps({'step': step, **result}, indent=2) + '\n')
-  if host == 0 and first_eval:
-    print(f'held-out MLM accuracy {first_eval["eval_mlm_accuracy"]:.3f} -> {result["eval_mlm_accuracy"]:.3f}, '
-          f'SOP accuracy {first_eval["eval_sop_accuracy"]:.3f} -> {result["eval_sop_accuracy"]:.3f}')
-  if host == 0 and config.train.fill_mask_text:
+  if first_eval:
+    say(f'held-out MLM accuracy {first_eval["eval_mlm_accuracy"]:.3f} -> {result["eval_mlm_accuracy"]:.3f}, '
+        f'SOP accuracy {first_eval["eval_sop_accuracy"]:.3f} -> {result["eval_sop_accuracy"]:.3f}')
+  readable = all(x.is_fully_replicated or x.is_fully_addressable for x in jax.tree.leaves(state['params']))
+  if host == 0 and config.train.fill_mask_text and readable:  # not when parameters are sharded over hosts
     params = jax.device_get(state['params'])
-    print('fill in the mask: ' + fill_mask_example(program.model, params, tokenizer, config.train.fill_mask_text,
-                                                   config.train.fill_mask_word))
+    say('fill in the mask: ' + fill_mask_example(program.model, params, tokenizer, config.train.fill_mask_text,
+                                                 config.train.fill_mask_word))
   return result
 
 

@@ -51,6 +51,9 @@ class Gcloud:
 
   def run(self, argv: list, check: bool = True, capture: bool = False, **popen) -> subprocess.CompletedProcess:
     print(shlex.join(argv), flush=True)
+    remote = next((a[len('--command='):] for a in argv if a.startswith('--command=')), None)
+    if self.dry_run and remote:  # the same line unquoted once, as the worker's shell reads it
+      print(f'#   remote shell: {remote}', flush=True)
     if self.dry_run:
       return subprocess.CompletedProcess(argv, 0, stdout='', stderr='')
     result = subprocess.run(argv, text=True, capture_output=capture, **popen)

@@ -84,7 +84,8 @@ def test_create_on_v3_64_and_v3_1024_dry_runs():
 
 def test_train_dry_run_pins_the_remote_command_with_an_awkward_override():
   lines = dry_run('train', *COMMON, '--accelerator=v3-1024', *RUN, '--', *AWKWARD)
-  assert lines == [
+  assert lines[1].startswith('#   remote shell: pkill') and lines[3].startswith('#   remote shell: mkdir')
+  assert lines[::2] == [
       'gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all \'--command=pkill -f '
       '"[a]lbert_jax.train" || true; sudo lsof -t /dev/accel* /dev/vfio/* 2>/dev/null | xargs -r sudo kill -9 || '
       'true\'',
@@ -132,8 +133,8 @@ def test_babysit_recreates_a_preempted_pod_and_stops_when_training_ends(gcloud, 
 
 def test_logs_stream_every_worker(tmp_path):
   lines = dry_run('logs', *COMMON, '--accelerator=v3-64', f'--log_dir={tmp_path}')
-  assert len(lines) == 8  # 64 cores, 8 per TPU VM host
-  assert lines[7] == ('gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=7 '
+  assert len(lines) == 16  # 64 cores, 8 per TPU VM host; each line followed by its remote command
+  assert lines[14] == ('gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=7 '
                       '\'--command=tail -n +1 -F $HOME/albert_run/train.log\'')
 
 

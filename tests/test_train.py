@@ -190,7 +190,7 @@ def test_two_processes_equal_one_device_reading_both_hosts_data(tiny_config, tmp
   for w, (out, err) in zip(workers, outputs):
     assert w.returncode == 0, err[-3000:]
   assert "mesh {'data': 4, 'fsdp': 1, 'model': 1}, 2 host(s)" in outputs[0][0]
-  assert 'step 6/6' in outputs[0][0] and 'step 6/6' not in outputs[1][0]  # only host 0 reports
+  assert '[host 0/2] step 6/6' in outputs[0][0] and 'step 6/6' not in outputs[1][0]  # host 0 reports, saying so
 
   # Written once, by host 0, with both hosts' data positions.
   assert sorted(p.name for p in (tmp_path / 'pod' / 'checkpoints').iterdir() if p.name.isdigit()) == ['3', '6']
