@@ -100,7 +100,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                       f'--topology=<accelerator type>') from None
   memory = train_step.memory_analysis()
   if memory is not None and getattr(memory, 'peak_memory_in_bytes', 0):
-    say(f'train step compiled: peak {memory.peak_memory_in_bytes / 2 ** 30:.2f} GiB per device')
+    say(f'train step compiled: peak {memory.peak_memory_in_bytes / 2 ** 20:,.1f} MiB per device')
 
   # ---- State: the newest complete checkpoint, else a fresh start.
   checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints)
