@@ -173,8 +173,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       return {'preempted_at': step, **eval_metrics}
   checkpoints.wait_until_finished()
 
-  # ---- Closing report.
-  result = {k: float(v) for k, v in eval_metrics.items()}
+  # ---- Closing report (a run resumed at its last step has trained nothing now: evaluate it for the report).
+  result = {k: float(v) for k, v in (eval_metrics or evaluate(state['params'])).items()}
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps({'step': step, **result}, indent=2) + '\n')
   if first_eval:

@@ -70,27 +70,40 @@ def flags(overrides: dict) -> list:
   return [f'--config.{key}={value}' for key, value in overrides.items()]
 
 
-def run_local(sweep: dict, runs: list, root: pathlib.Path, dry_run: bool) -> None:
+def finished(workdir: pathlib.Path, what: str) -> bool:
+  """Training is finished when it wrote result.json (a run stopped by SIGTERM exits 0 without one); an evaluation
+  when its file is of the same step as that result."""
+  result = workdir / 'result.json'
+  if what == 'train' or not result.exists():
+    return result.exists()
+  evaluated = workdir / f'{what}.json'
+  return evaluated.exists() and json.loads(evaluated.read_text())['step'] == json.loads(result.read_text())['step']
+
+
+def run_local(sweep: dict, runs: list, root: pathlib.Path, dry_run: bool, attempts: int = 3) -> None:
   for i, overrides in enumerate(runs):
     workdir = root / run_name(overrides)
     common = [f'--config={sweep["config"]}', f'--workdir={workdir}', *flags(sweep['fixed']), *flags(overrides)]
     commands = [('train', [sys.executable, '-m', 'albert_jax.train', *common])]
     commands += [(f'eval-{extra.get("data.sentence_task", j)}', [sys.executable, '-m', 'albert_jax.evaluate',
                                                                   *common, *flags(extra)])
-                 for j, extra in enumerate(sweep["evaluate"])]
+                 for j, extra in enumerate(sweep['evaluate'])]
     for what, argv in commands:
-      done = workdir / ('result.json' if what == 'train' else f'{what}.json')
-      print(f'[{i + 1}/{len(runs)} {workdir.name}] {"done already: " if done.exists() else ""}{" ".join(argv)}',
-            flush=True)
-      if dry_run or done.exists():
-        continue
-      workdir.mkdir(parents=True, exist_ok=True)
-      started = time.time()
-      with open(workdir / f'{what}.log', 'w') as log:
-        result = subprocess.run(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-      if result.returncode:
-        raise SystemExit(f'{workdir.name}: {what} failed (exit {result.returncode}); see {workdir}/{what}.log')
-      print(f'    finished in {time.time() - started:.0f} s', flush=True)
+      print(f'[{i + 1}/{len(runs)} {workdir.name}] {"done already: " if finished(workdir, what) else ""}'
+            f'{" ".join(argv)}', flush=True)
+      for _ in range(attempts):  # a run interrupted by SIGTERM saved a checkpoint: starting it again resumes
+        if dry_run or finished(workdir, what):
+          break
+        workdir.mkdir(parents=True, exist_ok=True)
+        started = time.time()
+        with open(workdir / f'{what}.log', 'a') as log:
+          result = subprocess.run(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        if result.returncode:
+          raise SystemExit(f'{workdir.name}: {what} failed (exit {result.returncode}); see {workdir}/{what}.log')
+        print(f'    {"finished" if finished(workdir, what) else "stopped early"} after {time.time() - started:.0f} s',
+              flush=True)
+      if not dry_run and not finished(workdir, what):
+        raise SystemExit(f'{workdir.name}: {what} did not finish in {attempts} attempts; see {workdir}/{what}.log')
 
 
 def run_tpu(sweep: dict, runs: list, args) -> None:

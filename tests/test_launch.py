@@ -149,3 +149,17 @@ def test_bad_arguments_are_refused_before_any_gcloud_call(gcloud):
   with pytest.raises(SystemExit):
     tpu.main(['train', *COMMON, '--accelerator=v3-64', '--workdir=/tmp/run'])  # not shared by the workers
   assert calls() == []
+
+
+def test_status_stop_and_delete_dry_runs():
+  assert dry_run('delete', *COMMON, '--accelerator=v3-64') == [
+      'gcloud compute tpus tpu-vm delete albert --zone=europe-west4-a --quiet']
+  assert dry_run('delete', *COMMON, '--accelerator=v3-64', '--queued') == [
+      'gcloud compute tpus queued-resources delete albert --zone=europe-west4-a --force --quiet']
+  status = dry_run('status', *COMMON, '--accelerator=v3-64', '--queued')
+  assert status[0] == 'gcloud compute tpus queued-resources describe albert --zone=europe-west4-a'
+  assert status[1] == ('gcloud compute tpus tpu-vm describe albert --zone=europe-west4-a '
+                       "'--format=value(state,health,acceleratorType)'")
+  assert status[2].startswith('gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all')
+  stop = dry_run('stop', *COMMON, '--accelerator=v3-64')
+  assert stop[0].startswith('gcloud compute tpus tpu-vm ssh albert') and 'pkill -f "[a]lbert_jax.train"' in stop[1]

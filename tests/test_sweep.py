@@ -54,11 +54,14 @@ def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, 
   assert table[0] == '| run | eval_mlm_accuracy | eval_sop_accuracy | eval_mlm_loss | sop_accuracy |'
   assert table[3].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f}')
   assert (root / 'report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
-  # Run again: finished runs are not repeated.
+  # Run again: finished runs are not repeated; one without a result.json (as after SIGTERM) is resumed, here from
+  # its last checkpoint, and reports the same figures.
   before = (root / 'sentence_task=nsp' / 'result.json').stat().st_mtime
+  (root / 'sentence_task=sop' / 'result.json').unlink()
   sweep.main([f'--sweep={spec}', f'--workdir={root}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
               *SHRINK])
   assert (root / 'sentence_task=nsp' / 'result.json').stat().st_mtime == before
+  assert json.loads((root / 'sentence_task=sop' / 'result.json').read_text()) == result
 
 
 def test_tpu_target_dry_run_starts_each_run_on_the_pod(capsys):
