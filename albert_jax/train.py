@@ -90,7 +90,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   make_eval_data = lambda: pipeline_lib.Pipeline(config, tokenizer, 'eval', host, hosts)
 
   # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
-  # for the devices stops here, before any checkpoint or data is read.
+  # for the devices stops here, before a checkpoint is restored or a batch is made.
   program = step_lib.build(config, model_config, mesh)
   try:
     train_step = aot.compile_train_step(program, config, mesh)
