@@ -82,8 +82,9 @@ def test_create_on_v3_64_and_v3_1024_dry_runs():
       '--accelerator-type=v3-1024 --runtime-version=tpu-ubuntu2204-base --spot']
 
 
-def test_train_dry_run_pins_the_remote_command_with_an_awkward_override():
-  lines = dry_run('train', *COMMON, '--accelerator=v3-1024', *RUN, '--', *AWKWARD)
+@pytest.mark.parametrize('accelerator', ['v3-64', 'v3-1024'])
+def test_train_dry_run_pins_the_remote_command_with_an_awkward_override(accelerator):
+  lines = dry_run('train', *COMMON, f'--accelerator={accelerator}', *RUN, '--', *AWKWARD)
   assert lines[1].startswith('#   remote shell: pkill') and lines[3].startswith('#   remote shell: mkdir')
   assert lines[::2] == [
       'gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all \'--command=pkill -f '
