@@ -97,14 +97,11 @@ class OutOfMemory(Exception):
     found = re.search(r'\(([\d.]+)([KMGT])\) exceeds available HBM \(([\d.]+)([KMGT])\)', message)
     unit = lambda u: {'K': 2 ** 10, 'M': 2 ** 20, 'G': GIB, 'T': 2 ** 40}[u]
     self.required = float(found.group(1)) * unit(found.group(2)) if found else None
-    self.available = float(found.group(3)) * unit(found.group(4)) if found else None
 
 
-def compile_train_step(program: step_lib.Program, config, mesh):
-  """The compiled train step for `mesh`'s devices (real or compile-only); OutOfMemory if it does not fit."""
-  state = program.abstract_state()
-  batch = program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
-                                 config.data.max_predictions_per_seq)
+def compile_train_step(program: step_lib.Program, state, batch, mesh):
+  """The train step compiled for the abstract `state` and `batch` on `mesh`'s devices (real or compile-only);
+  OutOfMemory if it does not fit."""
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     lowered = program.train_step.lower(state, batch)
   try:
@@ -138,10 +135,8 @@ class Check:
 def check(config, topo: Topology, devices=None) -> Check:
   devices = devices if devices is not None else topo.compile_only_devices()
   mesh = sharding.make_mesh(config.mesh, devices)
+  sharding.check_batch_size(config.train.batch_size, mesh, f' of {topo.name}')
   dp = sharding.data_parallel_size(mesh)
-  if config.train.batch_size % dp:
-    raise ConfigError(f'config.train.batch_size {config.train.batch_size} is not divisible by the data-parallel '
-                      f'size {dp} of {topo.name} (mesh {dict(mesh.shape)}).')
   program = step_lib.build(config, validate(config), mesh)
   state = program.abstract_state()
   batch = program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
@@ -150,7 +145,7 @@ def check(config, topo: Topology, devices=None) -> Check:
                params=per_device_bytes(state['params']), opt_state=per_device_bytes(state['opt_state']),
                batch=per_device_bytes(batch))
   try:
-    compiled = compile_train_step(program, config, mesh)
+    compiled = compile_train_step(program, state, batch, mesh)
   except OutOfMemory as e:
     return Check(fits=False, temporaries=None, peak=None, required=e.required, **sizes)
   memory = compiled.memory_analysis()
@@ -177,7 +172,7 @@ def suggest(config, topo: Topology, devices, first: Check, largest_batch: bool) 
     remat = REMAT_BY_MEMORY[-1]
   elif not largest_batch:
     return tries
-  dp = sharding.data_parallel_size(sharding.make_mesh(config.mesh, devices))
+  dp = first.batch_size // first.per_shard
   fits = lambda per_shard: tries.append(check(with_overrides(config, per_shard * dp, remat), topo, devices)) or \
       tries[-1].fits
   if first.fits:
@@ -201,12 +196,12 @@ def gib(n) -> str:
 
 
 def describe(c: Check, topo: Topology) -> str:
+  head = f'batch {c.batch_size} ({c.per_shard} per data shard), remat {c.remat}'
   if c.fits:
-    return (f'batch {c.batch_size} ({c.per_shard} per data shard), remat {c.remat}: fits, peak {gib(c.peak)} of {gib(topo.hbm_bytes)} per device '
-            f'(parameters {gib(c.params)}, optimizer state {gib(c.opt_state)}, batch {gib(c.batch)}, temporaries '
-            f'{gib(c.temporaries)})')
-  return (f'batch {c.batch_size} ({c.per_shard} per data shard), remat {c.remat}: does NOT fit, needs {gib(c.required)} of temporaries on top of '
-          f'parameters {gib(c.params)} and optimizer state {gib(c.opt_state)}; {gib(topo.hbm_bytes)} per device')
+    return (f'{head}: fits, peak {gib(c.peak)} of {gib(topo.hbm_bytes)} per device (parameters {gib(c.params)}, '
+            f'optimizer state {gib(c.opt_state)}, batch {gib(c.batch)}, temporaries {gib(c.temporaries)})')
+  return (f'{head}: does NOT fit, needs {gib(c.required)} of temporaries on top of parameters {gib(c.params)} and '
+          f'optimizer state {gib(c.opt_state)}; {gib(topo.hbm_bytes)} per device')
 
 
 def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devices=None) -> dict:
@@ -216,7 +211,7 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
   model_config = validate(config)
   flops = training_flops_per_sequence(model_config, config.data.max_seq_length,
                                       config.data.max_predictions_per_seq) * config.train.batch_size
-  peak_flops = next(v for k, v in metrics.PEAK_FLOPS.items() if devices[0].device_kind.startswith(k))
+  peak_flops = metrics.bf16_peak(devices[0].device_kind)
   step_seconds = flops / (topo.devices * peak_flops * mfu)
   lines = [f'{topo.name} ({topo.chip_grid}, {topo.devices} x {devices[0].device_kind}, {gib(topo.hbm_bytes)} HBM '
            f'each), mesh {dict(sharding.make_mesh(config.mesh, devices).shape)}, sequence '

@@ -2,6 +2,7 @@
 import pathlib
 import resource
 import time
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -24,12 +25,16 @@ def measured_matmul_flops(size: int = 1024, repeats: int = 5) -> float:
   return 2 * size ** 3 * repeats / (time.perf_counter() - start)
 
 
+def bf16_peak(device_kind: str) -> Optional[float]:
+  """The dense bf16 peak of one device of this kind, if it is an accelerator we know."""
+  return next((flops for name, flops in PEAK_FLOPS.items() if device_kind.startswith(name)), None)
+
+
 def peak_flops_per_device() -> tuple:
   """(FLOP/s, where the figure comes from)."""
   kind = jax.devices()[0].device_kind
-  for name, flops in PEAK_FLOPS.items():
-    if kind.startswith(name):
-      return flops, f'{kind} bf16 peak'
+  if bf16_peak(kind):
+    return bf16_peak(kind), f'{kind} bf16 peak'
   return measured_matmul_flops(), f'{kind} measured fp32 matmul'
 
 

@@ -10,6 +10,8 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from albert_jax.model import ConfigError
+
 MESH_AXES = ('data', 'fsdp', 'model')
 BATCH_AXES = ('data', 'fsdp')
 
@@ -50,6 +52,13 @@ def make_mesh(mesh_config, devices=None) -> jax.sharding.Mesh:
 
 def data_parallel_size(mesh) -> int:
   return mesh.shape['data'] * mesh.shape['fsdp']
+
+
+def check_batch_size(batch_size: int, mesh, where: str = '') -> None:
+  """The global batch must split evenly over the data-parallel devices: say so before anything compiles."""
+  if batch_size % data_parallel_size(mesh):
+    raise ConfigError(f'config.train.batch_size {batch_size} is not divisible by the data-parallel size '
+                      f'{data_parallel_size(mesh)}{where} (mesh {dict(mesh.shape)}).')
 
 
 def param_shardings(boxed_abstract_params, mesh):

@@ -71,9 +71,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   workdir.mkdir(parents=True, exist_ok=True)
   checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)
-  if config.train.batch_size % sharding.data_parallel_size(mesh):
-    raise ConfigError(f'config.train.batch_size {config.train.batch_size} is not divisible by the data-parallel '
-                      f'size {sharding.data_parallel_size(mesh)} (mesh {dict(mesh.shape)}).')
+  sharding.check_batch_size(config.train.batch_size, mesh)
   host, hosts = jax.process_index(), jax.process_count()
   # Host 0 speaks for all; on a pod its lines say so, as each worker's log file is read on its own.
   say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
@@ -92,8 +90,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
   # for the devices stops here, before a checkpoint is restored or a batch is made.
   program = step_lib.build(config, model_config, mesh)
+  abstract_state = program.abstract_state()
   try:
-    train_step = aot.compile_train_step(program, config, mesh)
+    train_step = aot.compile_train_step(program, abstract_state, program.abstract_batch(
+        config.train.batch_size, config.data.max_seq_length, config.data.max_predictions_per_seq), mesh)
   except aot.OutOfMemory as e:
     raise ConfigError(f'the training step does not fit in device memory ({e}). Find a model.remat policy or a '
                       f'batch size that fits without a pod: python -m albert_jax.aot --config=... '
@@ -104,7 +104,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
   # ---- State: the newest complete checkpoint, else a fresh start.
   checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints)
-  restored = checkpoint.restore_latest(checkpoints, program.abstract_state())
+  restored = checkpoint.restore_latest(checkpoints, abstract_state)
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     if restored:
       first_step, state, data_state = restored
