@@ -29,9 +29,28 @@ LAYER_NORM_EPS = 1e-12  # The original uses 1e-12 everywhere, the MLM transform'
 MASK_BIAS = -10000.0  # Added to the attention scores of padded keys, as the original.
 
 SHARING = ('all', 'attention', 'ffn', 'none')
+
+
+@jax.custom_jvp
+def gelu_tanh(x):
+  """GELU's tanh approximation, as the original's 'gelu' (HF: 'gelu_new'; jax.nn.gelu(approximate=True))."""
+  return jax.nn.gelu(x, approximate=True)
+
+
+@gelu_tanh.defjvp
+def _gelu_tanh_jvp(primals, tangents):
+  # The derivative from x alone: the backward pass keeps one array per activation where autodiff of the formula
+  # keeps five (x², x³, the tanh, ...), each written to memory on the forward pass.
+  (x,), (dx,) = primals, tangents
+  c, a = math.sqrt(2 / math.pi), 0.044715
+  t = jnp.tanh(c * (x + a * x * x * x))
+  slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * a * x * x)
+  return 0.5 * x * (1 + t), slope * dx
+
+
 ACTIVATIONS = {
     # 'gelu' is the tanh approximation, as in the original TF code (HF calls it 'gelu_new').
-    'gelu': lambda x: jax.nn.gelu(x, approximate=True),
+    'gelu': gelu_tanh,
     'gelu_exact': lambda x: jax.nn.gelu(x, approximate=False),
     'relu': jax.nn.relu,
     'tanh': jnp.tanh,
@@ -203,6 +222,37 @@ class Dense(nn.Module):
     return y.reshape(batch_shape + self.out_shape)
 
 
+def _normalize(x):
+  centered = x - x.mean(-1, keepdims=True)
+  inv_std = jax.lax.rsqrt(jnp.square(centered).mean(-1, keepdims=True) + LAYER_NORM_EPS)
+  return centered * inv_std, inv_std
+
+
+@jax.custom_vjp
+def layer_norm(x, scale, bias):
+  """(x - mean) / sqrt(var + eps) * scale + bias over the last axis of a float32 x."""
+  return _normalize(x)[0] * scale + bias
+
+
+def _layer_norm_forward(x, scale, bias):
+  normalized, inv_std = _normalize(x)
+  return normalized * scale + bias, (normalized, inv_std, scale)
+
+
+def _layer_norm_backward(residuals, d_y):
+  # The textbook gradient from the normalized input and 1/std: two arrays kept per LayerNorm, where autodiff
+  # keeps the centered input, its square and more.
+  normalized, inv_std, scale = residuals
+  d_normalized = d_y * scale
+  d_x = inv_std * (d_normalized - d_normalized.mean(-1, keepdims=True)
+                   - normalized * (d_normalized * normalized).mean(-1, keepdims=True))
+  reduce = tuple(range(d_y.ndim - 1))
+  return d_x, jnp.sum(d_y * normalized, reduce), jnp.sum(d_y, reduce)
+
+
+layer_norm.defvjp(_layer_norm_forward, _layer_norm_backward)
+
+
 class LayerNorm(nn.Module):
   """LayerNorm over the last axis, statistics in float32, optionally one of stacked copies."""
   config: ModelConfig
@@ -214,11 +264,7 @@ class LayerNorm(nn.Module):
     features = x.shape[-1]
     scale = _layer_param(self, 'scale', nn.initializers.ones, (features,), (self.axis_name,), self.copies, copy)
     bias = _layer_param(self, 'bias', nn.initializers.zeros, (features,), (self.axis_name,), self.copies, copy)
-    x32 = x.astype(jnp.float32)
-    mean = x32.mean(-1, keepdims=True)
-    var = jnp.square(x32 - mean).mean(-1, keepdims=True)
-    y = (x32 - mean) * jax.lax.rsqrt(var + LAYER_NORM_EPS) * scale + bias
-    return y.astype(jnp.dtype(self.config.dtype))
+    return layer_norm(x.astype(jnp.float32), scale, bias).astype(jnp.dtype(self.config.dtype))
 
 
 class Embeddings(nn.Module):
@@ -255,6 +301,45 @@ class Embeddings(nn.Module):
     return jnp.einsum('...e,ve->...v', x.astype(dtype), self.word_embeddings.astype(dtype))
 
 
+def _attention_probs(q, k, mask_bias):
+  return jax.nn.softmax(jnp.einsum('bnqd,bnkd->bnqk', q, k).astype(jnp.float32) + mask_bias, axis=-1)
+
+
+def _attention_context(probs, v):
+  return jnp.einsum('bnqk,bnkd->bnqd', probs.astype(v.dtype), v)
+
+
+@jax.custom_vjp
+def attend(q, k, v, mask_bias):
+  """softmax(q kᵀ + mask_bias) v for [batch, heads, length, head_dim] operands, q already scaled by 1/√head_dim.
+
+  The gradient is written out as flash attention does: dv = pᵀ do, ds = p ∘ (do vᵀ − rowsum(do ∘ out)),
+  dq = ds k, dk = dsᵀ q. It keeps q, k, v, the probabilities and the output for the backward pass; autodiff of
+  the softmax keeps more arrays of the size of the probabilities and makes more passes over them, which on
+  XLA:CPU, where each such pass is a trip through memory, made the block's backward pass 7x its forward."""
+  return _attention_context(_attention_probs(q, k, mask_bias), v)
+
+
+def _attend_forward(q, k, v, mask_bias):
+  probs = _attention_probs(q, k, mask_bias)
+  out = _attention_context(probs, v)
+  return out, (q, k, v, probs, out, mask_bias)
+
+
+def _attend_backward(residuals, d_out):
+  q, k, v, probs, out, mask_bias = residuals
+  d_v = jnp.einsum('bnqk,bnqd->bnkd', probs.astype(d_out.dtype), d_out)
+  d_probs = jnp.einsum('bnqd,bnkd->bnqk', d_out, v).astype(jnp.float32)
+  row_dot = jnp.sum(d_out.astype(jnp.float32) * out.astype(jnp.float32), axis=-1, keepdims=True)
+  d_scores = (probs * (d_probs - row_dot)).astype(q.dtype)
+  d_q = jnp.einsum('bnqk,bnkd->bnqd', d_scores, k)
+  d_k = jnp.einsum('bnqk,bnqd->bnkd', d_scores, q)
+  return d_q, d_k, d_v, jnp.zeros_like(mask_bias)  # the mask is data, not a parameter
+
+
+attend.defvjp(_attend_forward, _attend_backward)
+
+
 class SelfAttention(nn.Module):
   """Multi-head self-attention, output projection, residual, post-LayerNorm."""
   config: ModelConfig
@@ -270,10 +355,13 @@ class SelfAttention(nn.Module):
     # [batch, heads, length, head_dim]: batch-major operands, which XLA:CPU multiplies ~4x faster than the
     # [batch, length, heads, head_dim] layout the projections produce (TPUs do not mind either way).
     q, k, v = (jnp.swapaxes(project_in(name), 1, 2) for name in ('query', 'key', 'value'))
-    scores = jnp.einsum('bnqd,bnkd->bnqk', q, k).astype(jnp.float32) / math.sqrt(cfg.head_dim)
-    probs = jax.nn.softmax(scores + mask_bias, axis=-1)
-    probs = nn.Dropout(cfg.attention_dropout_rate)(probs, deterministic=self.deterministic)
-    context = jnp.swapaxes(jnp.einsum('bnqk,bnkd->bnqd', probs.astype(v.dtype), v), 1, 2)
+    q = q / jnp.asarray(math.sqrt(cfg.head_dim), q.dtype)  # on q: [.., head_dim] is smaller than the scores
+    if self.deterministic or cfg.attention_dropout_rate == 0:
+      context = attend(q, k, v, mask_bias)
+    else:  # dropout on the probabilities: autodiff's gradient
+      probs = nn.Dropout(cfg.attention_dropout_rate)(_attention_probs(q, k, mask_bias), deterministic=False)
+      context = _attention_context(probs, v)
+    context = jnp.swapaxes(context, 1, 2)
     out = Dense(cfg, heads, (cfg.hidden_size,), 'heads', 'hidden', self.copies, name='output')(context, copy)
     out = nn.Dropout(cfg.dropout_rate)(out, deterministic=self.deterministic)
     return LayerNorm(cfg, 'hidden', self.copies, name='layer_norm')(x + out, copy)
