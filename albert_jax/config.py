@@ -4,6 +4,8 @@ configs/*.py start from `defaults()` and change what their model needs; `--confi
 applied by ml_collections afterwards, so `validate` runs on the final config, before anything is built.
 """
 import dataclasses
+import functools
+import sys
 
 import ml_collections
 
@@ -92,3 +94,16 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
     raise ConfigError(f'config.train: warmup_steps ({train.warmup_steps}) must be below num_steps '
                       f'({train.num_steps}) and learning_rate positive.')
   return model
+
+
+def cli(main):
+  """An absl main that reports a ConfigError by its message alone, on stderr, with exit status 2: the message
+  names the fix, and a traceback would bury it."""
+  @functools.wraps(main)
+  def run(argv):
+    try:
+      return main(argv)
+    except ConfigError as e:
+      print(f'error: {e}', file=sys.stderr, flush=True)
+      sys.exit(2)
+  return run

@@ -15,7 +15,7 @@ from ml_collections import config_flags
 
 from albert_jax import checkpoint, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import validate
+from albert_jax.config import cli, validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.model import ConfigError
 
@@ -31,11 +31,11 @@ def evaluate_run(config, workdir, devices=None) -> dict:
   if restored is None:
     raise ConfigError(f'{workdir} holds no checkpoint to evaluate: train first (python -m albert_jax.train).')
   step, state, _ = restored
-  data = pipeline_lib.Pipeline(config, pipeline_lib.load_tokenizer(config), 'eval', jax.process_index(),
-                               jax.process_count())
+  held_out = pipeline_lib.held_out_sets(config, pipeline_lib.load_tokenizer(config), jax.process_index(),
+                                        jax.process_count())
   result = {'step': step, 'sentence_task': config.data.sentence_task,
-            **{k: float(v) for k, v in step_lib.evaluate(program, state['params'], data,
-                                                           config.train.eval_batches, mesh).items()}}
+            **{k: int(v) if k.endswith('_count') else float(v)
+               for k, v in step_lib.evaluate(program, state['params'], held_out, mesh).items()}}
   if jax.process_index() == 0:
     (workdir / f'eval-{config.data.sentence_task}.json').write_text(json.dumps(result, indent=2) + '\n')
   return result
@@ -53,4 +53,4 @@ if __name__ == '__main__':
   _CONFIG = config_flags.DEFINE_config_file('config', None, 'The config the run was trained with.', lock_config=True)
   _WORKDIR = flags.DEFINE_string('workdir', None, 'The run to evaluate.')
   flags.mark_flags_as_required(['config', 'workdir'])
-  app.run(main)
+  app.run(cli(main))

@@ -20,14 +20,14 @@ import ml_collections
 import numpy as np
 
 from albert_jax.config import defaults, validate
-from albert_jax.model import LAYER_NORM_EPS, Albert, ModelConfig, abstract_params
+from albert_jax.model import LAYER_NORM_EPS, Albert, ConfigError, ModelConfig, abstract_params
 
 OURS_CONFIG = 'albert_jax.json'
 OURS_PARAMS = 'params'
 TF_CONFIG = 'albert_config.json'
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ConfigError):
   """A checkpoint that cannot be read or does not fit the model; the message names the file and the fix."""
 
 

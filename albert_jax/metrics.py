@@ -47,33 +47,56 @@ def memory_in_use() -> dict:
 
 
 class Progress:
-  """Steps/s, examples/s, tokens/s, MFU and ETA between reports; compile time is excluded by starting late."""
+  """Steps/s, examples/s, tokens/s, MFU and ETA between reports. The clock starts when the first step after a
+  start or resume has finished: that one warms up (first transfers and allocations) and would skew the rates."""
 
-  def __init__(self, first_step: int, last_step: int, flops_per_step: float, peak_flops: float, devices: int):
+  def __init__(self, last_step: int, flops_per_step: float, peak_flops: float, devices: int):
     self.last_step, self.flops_per_step, self.peak = last_step, flops_per_step, peak_flops * devices
-    self.mark_step, self.mark_time = first_step, None
-    self.examples = self.tokens = 0
+    self.mark_time = None
+    self.steps = self.examples = self.tokens = 0
 
   def add(self, examples: int, tokens: int) -> None:
-    self.examples += examples
-    self.tokens += tokens
+    """One step has finished."""
+    if self.mark_time is None:
+      self.mark_time = time.perf_counter()
+      return
+    self.steps, self.examples, self.tokens = self.steps + 1, self.examples + examples, self.tokens + tokens
 
   def report(self, step: int) -> dict:
-    now = time.perf_counter()
-    if self.mark_time is None:  # the first report only starts the clock (it includes compilation)
-      self.mark_step, self.mark_time, self.examples, self.tokens = step, now, 0, 0
+    """Rates since the last report; empty while warming up."""
+    if not self.steps:
       return {}
-    seconds, steps = now - self.mark_time, step - self.mark_step
-    out = {'steps_per_sec': steps / seconds, 'examples_per_sec': self.examples / seconds,
-           'tokens_per_sec': self.tokens / seconds, 'mfu': self.flops_per_step * steps / seconds / self.peak,
-           'eta_seconds': (self.last_step - step) * seconds / max(steps, 1)}
-    self.mark_step, self.mark_time, self.examples, self.tokens = step, now, 0, 0
+    now = time.perf_counter()
+    seconds = now - self.mark_time
+    out = {'steps_per_sec': self.steps / seconds, 'examples_per_sec': self.examples / seconds,
+           'tokens_per_sec': self.tokens / seconds, 'mfu': self.flops_per_step * self.steps / seconds / self.peak,
+           'eta_seconds': (self.last_step - step) * seconds / self.steps}
+    self.mark_time, self.steps, self.examples, self.tokens = now, 0, 0, 0
     return out
+
+  @staticmethod
+  def line(report: dict) -> str:
+    if 'steps_per_sec' not in report:
+      return 'warming up (rates from the next report on)'
+    return (f'{report["steps_per_sec"]:.2f} steps/s  {report["examples_per_sec"]:.0f} ex/s  MFU '
+            f'{100 * report["mfu"]:.1f}%  ETA {format_eta(report["eta_seconds"])}')
 
 
 def format_eta(seconds: float) -> str:
   seconds = int(seconds)
   return f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
+
+
+def held_out_line(metrics: dict) -> str:
+  """Held-out metrics for the console: each sentence accuracy with its majority rate (what always guessing the
+  commoner label scores) and its count."""
+  parts = [f'mlm_accuracy {metrics["eval_mlm_accuracy"]:.4f} (n {metrics["eval_mlm_count"]:,})',
+           f'mlm_loss {metrics["eval_mlm_loss"]:.4f}']
+  for name in ('sop', 'swap', 'random'):
+    if f'eval_{name}_accuracy' in metrics:
+      parts.append(f'{name}_accuracy {metrics[f"eval_{name}_accuracy"]:.4f} (majority '
+                   f'{metrics[f"eval_{name}_majority"]:.3f}, n {metrics[f"eval_{name}_count"]:,})')
+  return '  '.join(parts)
 
 
 class Writer:

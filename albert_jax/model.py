@@ -66,7 +66,8 @@ DTYPES = ('float32', 'bfloat16', 'float16')
 
 
 class ConfigError(ValueError):
-  """A configuration that cannot work; the message names the field and the fix."""
+  """Input a user can fix (a config; and, through the subclasses, a corpus, a vocabulary, a checkpoint): the
+  message names the problem and the fix. The command-line tools print it alone and exit with status 2."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
@@ -17,7 +18,8 @@ from albert_jax.model import Albert, ModelConfig, init_params
 
 def losses(model, params, batch, dropout_rng, sentence_task: str, deterministic: bool):
   """(total loss, sums for metrics). MLM: weighted token mean over the batch, + 1e-5 in the denominator, as the
-  original; SOP/NSP: mean cross-entropy, left out of the loss when sentence_task is 'none'."""
+  original; SOP/NSP: mean cross-entropy over the rows with a label (padding rows of a held-out set have -1), left
+  out of the loss when sentence_task is 'none'."""
   out = model.apply({'params': params}, batch['input_ids'], batch['segment_ids'], batch['input_mask'],
                     masked_lm_positions=batch['masked_lm_positions'], deterministic=deterministic,
                     rngs={'dropout': dropout_rng})
@@ -25,12 +27,15 @@ def losses(model, params, batch, dropout_rng, sentence_task: str, deterministic:
   mlm_ce = optax.softmax_cross_entropy_with_integer_labels(out.mlm_logits, batch['masked_lm_ids'])
   mlm_loss = jnp.sum(mlm_ce * weights) / (jnp.sum(weights) + 1e-5)
   labels = batch['sentence_order_labels']
-  sop_ce = optax.softmax_cross_entropy_with_integer_labels(out.sop_logits, labels)
-  loss = mlm_loss + (jnp.mean(sop_ce) if sentence_task != 'none' else 0.0)
+  labelled = labels >= 0
+  sop_ce = optax.softmax_cross_entropy_with_integer_labels(out.sop_logits, jnp.maximum(labels, 0)) * labelled
+  sop_count = jnp.sum(labelled)
+  loss = mlm_loss + (jnp.sum(sop_ce) / jnp.maximum(sop_count, 1) if sentence_task != 'none' else 0.0)
   sums = {'mlm_loss': jnp.sum(mlm_ce * weights), 'mlm_correct': jnp.sum((out.mlm_logits.argmax(-1) ==
                                                                          batch['masked_lm_ids']) * weights),
           'mlm_count': jnp.sum(weights), 'sop_loss': jnp.sum(sop_ce),
-          'sop_correct': jnp.sum(out.sop_logits.argmax(-1) == labels), 'sop_count': jnp.asarray(labels.size)}
+          'sop_correct': jnp.sum((out.sop_logits.argmax(-1) == labels) * labelled), 'sop_count': sop_count,
+          'sop_ones': jnp.sum(labels == 1)}
   return loss, sums
 
 
@@ -93,7 +98,7 @@ def build(config, model_config: ModelConfig, mesh) -> Program:
     updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
     params = optax.apply_updates(state['params'], updates)
     out = {'loss': loss, 'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(params),
-           'learning_rate': learning_rate(state['step']), **sums}
+           'learning_rate': learning_rate(state['step']), 'sums': sums}
     ratios = optim.trust_ratios(opt_state)
     if ratios:
       flat = jnp.concatenate(ratios)
@@ -111,11 +116,37 @@ def build(config, model_config: ModelConfig, mesh) -> Program:
                         in_shardings=(params_sharding, batch_sharding), out_shardings=replicated))
 
 
-def evaluate(program: Program, params, data, batches: int, mesh) -> dict:
-  """Held-out rates over `batches` batches of `data` (a pipeline of the eval split), summed before dividing."""
-  totals = None
-  for _ in range(batches):
-    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-      sums = jax.device_get(program.eval_step(params, sharding.global_batch(data.next_batch(), mesh)))
-    totals = sums if totals is None else {k: totals[k] + sums[k] for k in sums}
-  return rates(totals, 'eval_')
+def evaluate(program: Program, params, held_out: dict, mesh) -> dict:
+  """Held-out metrics over each set of batches in `held_out` (pipeline.held_out_sets), summed before dividing.
+
+  'sop' (the run's own sentence task) gives eval_mlm_* and eval_sop_*; every other set its sentence accuracy as
+  eval_<name>_*. Each accuracy comes with its count and its majority rate (the share of the commoner label: what
+  always guessing it would score)."""
+  metrics = {}
+  for name, batches in held_out.items():
+    batches = _same_count_on_every_host(batches)
+    totals = None
+    for batch in batches:
+      with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+        sums = jax.device_get(program.eval_step(params, sharding.global_batch(batch, mesh)))
+      totals = sums if totals is None else {k: totals[k] + sums[k] for k in sums}
+    count = max(int(totals['sop_count']), 1)
+    if name == 'sop':
+      metrics.update({k: v for k, v in rates(totals, 'eval_').items() if 'mlm' in k},
+                     eval_mlm_count=int(totals['mlm_count']))
+    metrics.update({f'eval_{name}_accuracy': totals['sop_correct'] / count,
+                    f'eval_{name}_loss': totals['sop_loss'] / count, f'eval_{name}_count': int(totals['sop_count']),
+                    f'eval_{name}_majority': max(totals['sop_ones'], totals['sop_count'] - totals['sop_ones']) / count})
+  return metrics
+
+
+def _same_count_on_every_host(batches: list) -> list:
+  """Hosts hold held-out shards of different sizes, but each must run as many eval steps as the others: the
+  shorter lists are padded with unlabelled batches."""
+  if jax.process_count() == 1:
+    return batches
+  from jax.experimental import multihost_utils
+  most = int(multihost_utils.process_allgather(np.int32(len(batches))).max())
+  empty = collate([], batches[0]['input_ids'].shape[1], batches[0]['masked_lm_ids'].shape[1],
+                  rows=len(batches[0]['input_ids']))
+  return batches + [empty] * (most - len(batches))

@@ -20,7 +20,7 @@ from ml_collections import config_flags
 
 from albert_jax import aot, checkpoint, metrics, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import validate
+from albert_jax.config import cli, validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
 from albert_jax.model import ConfigError
@@ -85,7 +85,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
   # ---- Data: this host's shard of the training documents, and the held-out ones.
   train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts)
-  make_eval_data = lambda: pipeline_lib.Pipeline(config, tokenizer, 'eval', host, hosts)
+  held_out = pipeline_lib.held_out_sets(config, tokenizer, host, hosts)
 
   # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
   # for the devices stops here, before a checkpoint is restored or a batch is made.
@@ -114,7 +114,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       first_step = 0
       state = program.new_state(jax.random.key(config.train.seed))
 
-  evaluate = lambda params: step_lib.evaluate(program, params, make_eval_data(), config.train.eval_batches, mesh)
+  evaluate = lambda params: step_lib.evaluate(program, params, held_out, mesh)
 
   # ---- The loop.
   stop = {'signal': None}
@@ -123,7 +123,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   peak, peak_source = metrics.peak_flops_per_device()
   flops_per_step = training_flops_per_sequence(model_config, config.data.max_seq_length,
                                                config.data.max_predictions_per_seq) * config.train.batch_size
-  progress = metrics.Progress(first_step, config.train.num_steps, flops_per_step, peak, len(mesh.devices.flat))
+  progress = metrics.Progress(config.train.num_steps, flops_per_step, peak, len(mesh.devices.flat))
   say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh {dict(mesh.shape)}, '
       f'{hosts} host(s); MFU against {peak:.3g} FLOP/s per device ({peak_source})')
   first_eval = evaluate(state['params']) if first_step == 0 else None
@@ -148,20 +148,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                                f'The last checkpoint is intact: lower train.learning_rate or raise '
                                f'train.warmup_steps and resume.')
     if step % config.train.log_every == 0 or step == config.train.num_steps:
-      report = {**step_lib.rates(step_metrics), **{k: v for k, v in step_metrics.items() if 'count' not in k and
-                                          'correct' not in k and not k.endswith('_loss')},
-                **progress.report(step), **metrics.memory_in_use()}
+      report = {**step_lib.rates(step_metrics.pop('sums')), **step_metrics, **progress.report(step),
+                **metrics.memory_in_use()}
       writer.scalars(step, report)
-      eta = metrics.format_eta(report['eta_seconds']) if 'eta_seconds' in report else '--'
-      say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc '
-          f'{report["mlm_accuracy"]:.3f}  sop_acc {report["sop_accuracy"]:.3f}  '
-          f'{report.get("steps_per_sec", 0):.2f} steps/s  {report.get("examples_per_sec", 0):.0f} ex/s  '
-          f'MFU {100 * report.get("mfu", 0):.1f}%  ETA {eta}')
+      say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc {report["mlm_accuracy"]:.3f}  '
+          f'sop_acc {report["sop_accuracy"]:.3f}  {metrics.Progress.line(report)}')
     is_last = step == config.train.num_steps
     if step % config.train.eval_every == 0 or is_last:
       eval_metrics = evaluate(state['params'])
       writer.scalars(step, eval_metrics)
-      say(f'step {step} held-out: ' + '  '.join(f'{k[5:]} {float(v):.4f}' for k, v in eval_metrics.items()))
+      say(f'step {step} held-out: {metrics.held_out_line(eval_metrics)}')
     preempted = stop['signal'] is not None
     if step % config.train.checkpoint_every == 0 or is_last or preempted:
       evaluated_now = step % config.train.eval_every == 0 or is_last  # only then is there a metric to rank by
@@ -174,12 +170,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   checkpoints.wait_until_finished()
 
   # ---- Closing report (a run resumed at its last step has trained nothing now: evaluate it for the report).
-  result = {k: float(v) for k, v in (eval_metrics or evaluate(state['params'])).items()}
+  result = {k: int(v) if k.endswith('_count') else float(v)
+            for k, v in (eval_metrics or evaluate(state['params'])).items()}
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps({'step': step, **result}, indent=2) + '\n')
   if first_eval:
-    say(f'held-out MLM accuracy {first_eval["eval_mlm_accuracy"]:.3f} -> {result["eval_mlm_accuracy"]:.3f}, '
-        f'SOP accuracy {first_eval["eval_sop_accuracy"]:.3f} -> {result["eval_sop_accuracy"]:.3f}')
+    say(f'held-out MLM accuracy {first_eval["eval_mlm_accuracy"]:.3f} -> {result["eval_mlm_accuracy"]:.3f}; '
+        f'sentence order on swap pairs {first_eval["eval_swap_accuracy"]:.3f} -> {result["eval_swap_accuracy"]:.3f} '
+        f'(chance 0.5, n {result["eval_swap_count"]}); {config.data.sentence_task} pairs '
+        f'{first_eval["eval_sop_accuracy"]:.3f} -> {result["eval_sop_accuracy"]:.3f} '
+        f'(majority {result["eval_sop_majority"]:.3f})')
   readable = all(x.is_fully_replicated or x.is_fully_addressable for x in jax.tree.leaves(state['params']))
   if host == 0 and config.train.fill_mask_text and readable:  # not when parameters are sharded over hosts
     params = jax.device_get(state['params'])
@@ -200,4 +200,4 @@ def main(argv):
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['config', 'workdir'])
-  app.run(main)
+  app.run(cli(main))

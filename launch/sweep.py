@@ -39,6 +39,8 @@ def parse_spec(spec: str) -> dict:
 
 
 def load_sweep_file(path: str) -> dict:
+  if not pathlib.Path(path).is_file():
+    raise ValueError(f'{path}: no such sweep file (see configs/sweeps/ for examples).')
   spec = importlib.util.spec_from_file_location('sweep', path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -186,13 +188,17 @@ def main(argv=None) -> None:
   parser.add_argument('--tfds_data_dir')
   parser.add_argument('--poll_seconds', type=float, default=60)
   args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
-  if args.sweep.endswith('.py'):
-    sweep = load_sweep_file(args.sweep)
-  else:
-    if not args.config:
-      parser.error('a command-line SPEC needs --config')
-    sweep = {'config': args.config, 'axes': parse_spec(args.sweep), 'mode': args.mode or 'grid', 'fixed': {},
-             'evaluate': [], 'paper': {}}
+  try:  # a malformed sweep is reported like any other bad argument: its message, exit status 2
+    if args.sweep.endswith('.py'):
+      sweep = load_sweep_file(args.sweep)
+    else:
+      if not args.config:
+        parser.error('a command-line SPEC needs --config')
+      sweep = {'config': args.config, 'axes': parse_spec(args.sweep), 'mode': args.mode or 'grid', 'fixed': {},
+               'evaluate': [], 'paper': {}}
+    runs = expand(sweep['axes'], sweep['mode'])
+  except ValueError as e:
+    parser.error(str(e))
   if args.config:
     sweep['config'] = args.config
   # Any further --config.x=v applies to every run.
@@ -201,7 +207,6 @@ def main(argv=None) -> None:
   unknown = [a for a in extra if not (a.startswith('--config.') and '=' in a)]
   if unknown:
     parser.error(f'unrecognized arguments: {" ".join(unknown)}')
-  runs = expand(sweep['axes'], sweep['mode'])
   root = pathlib.Path(args.workdir)
   print(f'{len(runs)} runs of {sweep["config"]}: {", ".join(run_name(r) for r in runs)}', flush=True)
   if not args.report:

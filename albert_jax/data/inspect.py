@@ -15,6 +15,7 @@ import numpy as np
 from absl import app, flags
 from ml_collections import config_flags
 
+from albert_jax.config import cli
 from albert_jax.data import masking, pipeline
 from albert_jax.data.tokenizer import MASK
 
@@ -94,4 +95,4 @@ def main(argv):
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['config'])
-  app.run(main)
+  app.run(cli(main))

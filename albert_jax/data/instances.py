@@ -6,6 +6,11 @@
         (label 1), as the original does even in SOP mode.
   nsp:  B follows A, or half the time comes from a random other document (label 1).
   none: no pair: [CLS] chunk [SEP], label 0 (the paper's Table 6 "None").
+
+Two held-out probes that isolate what each task can learn (never used for training), exactly balanced: every
+chunk of two or more segments gives two pairs, and a one-segment chunk gives none.
+  swap:   A B (label 0) and B A (label 1): order alone; topic cannot tell them apart.
+  random: A B (label 0) and A R (label 1), R from a random other document: what NSP asks.
 """
 import dataclasses
 
@@ -57,6 +62,7 @@ def from_document(documents: list, index: int, max_seq_length: int, short_seq_pr
   max_seq_length - 3 tokens. Other documents of the list serve the random-document segments."""
   document = documents[index]
   max_tokens = max_seq_length - (2 if sentence_task == 'none' else 3)
+  probe = sentence_task in ('swap', 'random')
   # Drawn once per document (and pass), so every instance of this document shares it, as in the original.
   short = rng.random() < short_seq_prob
   target = int(rng.integers(2, max_tokens + 1)) if short else max_tokens
@@ -70,6 +76,9 @@ def from_document(documents: list, index: int, max_seq_length: int, short_seq_pr
         tokens = np.concatenate(chunk)
         start, stop, _, _ = truncate_pair(len(tokens), 0, max_tokens, rng)
         instances.append(_single(tokens[start:stop], short))
+      elif probe:
+        if len(chunk) >= 2:  # a one-segment chunk has no order to probe
+          instances.extend(_probe_pairs(chunk, documents, index, target, max_tokens, sentence_task, short, rng))
       else:
         a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
         tokens_a = np.concatenate(chunk[:a_end])
@@ -85,6 +94,19 @@ def from_document(documents: list, index: int, max_seq_length: int, short_seq_pr
       chunk, chunk_length = [], 0
     i += 1
   return instances
+
+
+def _probe_pairs(chunk, documents, index, target, max_tokens, probe, short, rng) -> list:
+  """The two pairs a chunk of 2+ segments gives a probe: A B (label 0) and B A or A R (label 1)."""
+  a_end = int(rng.integers(1, len(chunk)))
+  tokens_a, tokens_b = np.concatenate(chunk[:a_end]), np.concatenate(chunk[a_end:])
+  negative = (tokens_b, tokens_a) if probe == 'swap' else (
+      tokens_a, _random_segment(documents, index, target - len(tokens_a), rng))
+  pairs = []
+  for label, (first, second) in enumerate([(tokens_a, tokens_b), negative]):
+    a0, a1, b0, b1 = truncate_pair(len(first), len(second), max_tokens, rng)
+    pairs.append(_pair(first[a0:a1], second[b0:b1], label, short))
+  return pairs
 
 
 def _random_segment(documents: list, index: int, target_length: int, rng: np.random.Generator) -> np.ndarray:

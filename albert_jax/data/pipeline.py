@@ -40,8 +40,10 @@ class Stats:
 class _Stream:
   """One source's endless instance stream over one host's document range."""
 
-  def __init__(self, source, index: int, first: int, stop: int, data, tokenizer: Tokenizer, stats: Optional[Stats]):
+  def __init__(self, source, index: int, first: int, stop: int, data, sentence_task: str, tokenizer: Tokenizer,
+               stats: Optional[Stats]):
     self.source, self.index, self.data, self.tokenizer, self.stats = source, index, data, tokenizer, stats
+    self.sentence_task = sentence_task
     size = data.chunk_documents
     self.chunks = [(s, min(s + size, stop)) for s in range(first, stop, size)]
     self.max_sentence = data.max_seq_length - 3
@@ -84,7 +86,7 @@ class _Stream:
     made = []
     for i in rng.permutation(len(documents)):
       from_document = instances_lib.from_document(documents, int(i), self.data.max_seq_length,
-                                                  self.data.short_seq_prob, self.data.sentence_task, rng)
+                                                  self.data.short_seq_prob, self.sentence_task, rng)
       made.extend(from_document)
       if self.stats is not None and from_document:
         self.stats.documents += 1
@@ -132,10 +134,12 @@ def document_ranges(size: int, eval_fraction: float, split: str, host: int, host
 
 
 class Pipeline:
-  """Batches for one host: `next_batch()` returns a dict of numpy arrays with FEATURES, [host batch, ...]."""
+  """Batches for one host: `next_batch()` returns a dict of numpy arrays with FEATURES, [host batch, ...].
+
+  `sentence_task` overrides data.sentence_task: the held-out probes 'swap' and 'random' (instances.py)."""
 
   def __init__(self, config, tokenizer: Tokenizer, split: str = 'train', host: int = 0, host_count: int = 1,
-               batch_size: Optional[int] = None, collect_stats: bool = False):
+               batch_size: Optional[int] = None, collect_stats: bool = False, sentence_task: Optional[str] = None):
     validate(config)
     data = config.data
     global_batch = batch_size or config.train.batch_size
@@ -151,7 +155,8 @@ class Pipeline:
     self.streams = []
     for i, source in enumerate(self.sources):
       first, stop = document_ranges(len(source), data.eval_fraction, split, host, host_count, source.name)
-      self.streams.append(_Stream(source, i, first, stop, data, tokenizer, self.stats))
+      self.streams.append(_Stream(source, i, first, stop, data, sentence_task or data.sentence_task, tokenizer,
+                                  self.stats))
     self.step = 0
 
   def skipped(self) -> dict:
@@ -168,6 +173,19 @@ class Pipeline:
   def __iter__(self):
     while True:
       yield self.next_batch()
+
+  def one_pass(self, max_batches: int) -> list:
+    """Batches holding each instance of the first epoch of every source once (a held-out set evaluated whole),
+    at most max_batches of them and at least one; the last one is padded with rows of label -1 (collate)."""
+    items = []
+    for stream in self.streams:
+      while len(items) < max_batches * self.batch_size:
+        item = stream.next()
+        if stream.epoch > 0:  # that was the first instance of the second pass
+          break
+        items.append(item)
+    return [collate(items[i:i + self.batch_size], self.data.max_seq_length, self.data.max_predictions_per_seq,
+                    rows=self.batch_size) for i in range(0, max(len(items), 1), self.batch_size)]
 
   def state(self) -> dict:
     """A small JSON-able state: saved with each checkpoint, restored to resume at exactly this batch."""
@@ -187,9 +205,10 @@ class Pipeline:
       stream.epoch, stream.position, stream.offset = epoch, position, offset
 
 
-def collate(items: list, max_seq_length: int, max_predictions: int) -> dict:
-  """Pads instances into fixed-shape arrays under the original's feature names."""
-  n = len(items)
+def collate(items: list, max_seq_length: int, max_predictions: int, rows: Optional[int] = None) -> dict:
+  """Pads instances into fixed-shape arrays under the original's feature names; `rows` pads the batch with empty
+  rows whose sentence label is -1 (no MLM weight, no label: evaluation leaves them out)."""
+  n = rows or len(items)
   batch = {
       'input_ids': np.zeros((n, max_seq_length), np.int32),
       'input_mask': np.zeros((n, max_seq_length), np.int32),
@@ -197,7 +216,7 @@ def collate(items: list, max_seq_length: int, max_predictions: int) -> dict:
       'masked_lm_positions': np.zeros((n, max_predictions), np.int32),  # padding points at [CLS], weight 0
       'masked_lm_ids': np.zeros((n, max_predictions), np.int32),
       'masked_lm_weights': np.zeros((n, max_predictions), np.float32),
-      'sentence_order_labels': np.zeros((n,), np.int32),
+      'sentence_order_labels': np.full((n,), -1, np.int32),
   }
   for row, (instance, masked) in enumerate(items):
     length, predictions = len(masked.tokens), len(masked.positions)
@@ -209,6 +228,13 @@ def collate(items: list, max_seq_length: int, max_predictions: int) -> dict:
     batch['masked_lm_weights'][row, :predictions] = 1.0
     batch['sentence_order_labels'][row] = instance.label
   return batch
+
+
+def held_out_sets(config, tokenizer: Tokenizer, host: int = 0, host_count: int = 1) -> dict:
+  """This host's held-out batches, made once and evaluated whole each time (step.evaluate): 'sop', instances made
+  as for training (the run's sentence task; MLM is measured on these), and the probes 'swap' and 'random'."""
+  return {task: Pipeline(config, tokenizer, 'eval', host, host_count, sentence_task=task if task != 'sop' else None
+                         ).one_pass(config.train.eval_batches) for task in ('sop', 'swap', 'random')}
 
 
 def builtin_vocab_path(data_dir: Optional[str], vocab_size: int) -> pathlib.Path:

@@ -20,12 +20,14 @@ from typing import Iterator, Optional
 
 import sentencex
 
+from albert_jax.model import ConfigError
+
 # Text features of the TFDS datasets we know; any other dataset's first Text feature is used.
 TFDS_TEXT_FEATURE = {'wikipedia': 'text', 'pg19': 'book_text', 'c4': 'text', 'wiki40b': 'text'}
 _WIKI40B_MARKERS = re.compile(r'_START_ARTICLE_|_START_SECTION_|_START_PARAGRAPH_|_NEWLINE_')
 
 
-class SourceError(ValueError):
+class SourceError(ConfigError):
   """A source that cannot be read or yields nothing usable; the message names it and the fix."""
 
 

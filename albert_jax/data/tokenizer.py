@@ -8,6 +8,8 @@ from typing import Iterable, Optional
 import numpy as np
 import sentencepiece as spm
 
+from albert_jax.model import ConfigError
+
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 CONTROL_SYMBOLS = ('[CLS]', '[SEP]', '[MASK]')
 # The original README's spm_train recipe (albert-original.md 1.7).
@@ -15,7 +17,7 @@ _PUNCTUATION = frozenset(string.punctuation)
 USER_DEFINED_SYMBOLS = ('(', ')', '"', '-', '.', '–', '£', '€')
 
 
-class VocabError(ValueError):
+class VocabError(ConfigError):
   """A vocabulary that cannot serve the model; the message names the file and the fix."""
 
 

@@ -11,6 +11,7 @@ import itertools
 
 from absl import app, flags
 
+from albert_jax.config import cli
 from albert_jax.data import sources, tokenizer
 
 
@@ -55,4 +56,4 @@ if __name__ == '__main__':
                                         'original: input_sentence_size 10M).')
   _TFDS_DATA_DIR = flags.DEFINE_string('tfds_data_dir', None, 'TFDS data directory (local or gs://).')
   flags.mark_flags_as_required(['input', 'output'])
-  app.run(main)
+  app.run(cli(main))
