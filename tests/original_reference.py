@@ -141,3 +141,33 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
       masked_lms.append((index, tokens[index]))
   masked_lms.sort()
   return output_tokens, [p for p, _ in masked_lms], [label for _, label in masked_lms], span_words
+
+
+# --- tokenization.py and create_pretraining_data.py's SentencePiece helpers, on pieces (strings) -----------------
+
+# _is_start_piece_sp's list: its `special_pieces` string holds '"' twice and no ', <, = or >; the '€' and '£' it adds
+# are bytes objects, which no str piece equals.
+SPECIAL_PIECES = set('!"#$%&\"()*+,-./:;?@[\\]^_`{|}~')
+ENGLISH_CHARS = set('abcdefghijklmnopqrstuvwxyz')
+
+
+def is_start_piece_sp(piece):
+  return (piece.startswith('▁') or piece.startswith('<') or piece in SPECIAL_PIECES
+          or not all(c.lower() in ENGLISH_CHARS | SPECIAL_PIECES for c in piece))
+
+
+def encode_ids(sp, text):
+  """tokenization.encode_ids as it runs on Python 3: the pieces of encode_pieces, then PieceToId. A piece ending in
+  digit + ',' is re-encoded from its bytes with b'▁' removed; the test meant to strip the '▁' the re-encoding adds
+  compares a str with bytes, so it never strips it."""
+  underline = '▁'.encode('utf-8')
+  pieces = []
+  for piece in sp.EncodeAsPieces(text):
+    if len(piece) > 1 and piece[-1] == ',' and piece[-2].isdigit():
+      again = sp.EncodeAsPieces(piece[:-1].encode('utf-8').replace(underline, b''))
+      if piece[0] != underline and again[0][0] == underline:  # str vs bytes: never true on Python 3
+        again[0] = again[0][1:]
+      pieces.extend(again + [piece[-1]])
+    else:
+      pieces.append(piece)
+  return [sp.PieceToId(p) for p in pieces]

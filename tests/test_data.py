@@ -53,6 +53,35 @@ def test_preprocessing_is_the_originals():
   assert tokenizer.preprocess_text('  Café  NAÏVE\tÉté ') == 'cafe naive ete'
 
 
+def test_word_starts_follow_the_originals_rule(builtin_tokenizer):
+  sp = builtin_tokenizer.sp
+  expected = [original.is_start_piece_sp(sp.id_to_piece(i)) for i in range(sp.get_piece_size())]
+  np.testing.assert_array_equal(builtin_tokenizer.word_start, expected)
+  # What its punctuation list lacks (' < = >) makes a piece a word start: it is "outside a-z and the list".
+  for piece, starts in (("',", True), ('==', True), ('=', True), (',', True), ('ing', False), ('s.', False)):
+    assert original.is_start_piece_sp(piece) is starts, piece
+  on_corpus = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+               if builtin_tokenizer.word_start[i] and not sp.id_to_piece(i).startswith(('▁', '<'))]
+  assert any(set(p) & set("'<=>") for p in on_corpus)  # the vocabulary has such pieces: the rule is exercised
+
+
+def test_digit_comma_pieces_are_split_as_the_original(tiny_config, builtin_tokenizer):
+  sp = builtin_tokenizer.sp
+  assert '1,' in sp.encode('x 1, y', out_type=str)  # plain SentencePiece keeps the piece whole
+  pieces = builtin_tokenizer.decode_pieces(builtin_tokenizer.encode(['x 1, y'])[0])
+  assert '1,' not in pieces and pieces[pieces.index('▁1') + 1] == ','
+  source = sources.open_source(sources.Spec('builtin', '', 1.0), tiny_config.data.tfds_data_dir)
+  texts = ['in 1990, the year', 'values 1,000,000, and 3.0, then', 'a1, b22,c', 'x 7, y 42,', 'no digits, here']
+  texts += [sentence for document in source.read(0, 300) for sentence in document]
+  ours = builtin_tokenizer.encode(texts)
+  changed = 0
+  for text, ids in zip(texts, ours):
+    processed = tokenizer.preprocess_text(text)
+    assert ids.tolist() == original.encode_ids(sp, processed), text
+    changed += ids.tolist() != sp.encode(processed)
+  assert changed >= 5
+
+
 def test_vocab_cli_trains_from_a_text_source(tmp_path):
   corpus = tmp_path / 'corpus.txt'
   corpus.write_text('\n\n'.join(f'Sentence number {i} talks about apples and pears.\nAnother line {i * 7}.'

@@ -12,8 +12,9 @@ from albert_jax.model import ConfigError
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 CONTROL_SYMBOLS = ('[CLS]', '[SEP]', '[MASK]')
+# The punctuation of the original's word-start rule: ASCII punctuation without ' < = > (its list omits them).
+_PUNCTUATION = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
 # The original README's spm_train recipe (albert-original.md 1.7).
-_PUNCTUATION = frozenset(string.punctuation)
 USER_DEFINED_SYMBOLS = ('(', ')', '"', '-', '.', '–', '£', '€')
 
 
@@ -73,19 +74,36 @@ class Tokenizer:
                        f'set --config.model.vocab_size={self.sp.get_piece_size()} or use a matching vocabulary.')
     self.vocab_size = self.sp.get_piece_size()
     self.word_start = self._word_start_table()
+    self.digit_comma = self._digit_comma_table()
 
   def encode(self, texts: list) -> list:
-    """Token ids (int32 arrays) of each text, after the original's preprocessing."""
-    ids = self.sp.encode([preprocess_text(t, self.lower) for t in texts])
-    return [np.asarray(x, np.int32) for x in ids]
+    """Token ids (int32 arrays) of each text, after the original's preprocessing, with its digit-comma split."""
+    encoded = []
+    for ids in self.sp.encode([preprocess_text(t, self.lower) for t in texts]):
+      if any(i in self.digit_comma for i in ids):
+        ids = [j for i in ids for j in self.digit_comma.get(i, (i,))]
+      encoded.append(np.asarray(ids, np.int32))
+    return encoded
 
   def decode_pieces(self, ids) -> list:
     return [self.sp.id_to_piece(int(i)) for i in ids]
 
+  def _digit_comma_table(self) -> dict:
+    """{id: replacement ids} for the pieces the original's `encode_pieces` re-encodes: a piece that ends in a
+    digit and a comma becomes the pieces of its text without the comma and without '▁', then ','. Under Python 3
+    its test for stripping the new leading '▁' compares str with bytes and never holds, so '1,' becomes '▁1' ','."""
+    table = {}
+    for i in range(self.vocab_size):
+      piece = self.sp.id_to_piece(i)
+      if len(piece) > 1 and piece[-1] == ',' and piece[-2].isdigit():
+        table[i] = tuple(self.sp.encode(piece[:-1].replace('▁', ''))) + (self.sp.piece_to_id(','),)
+    return table
+
   def _word_start_table(self) -> np.ndarray:
     """word_start[id]: the piece begins a word, by the original's `_is_start_piece_sp`: it starts with '▁' or
-    '<', is a punctuation mark, or has a character that is neither a-z nor punctuation once lowercased."""
-    allowed = set(string.ascii_lowercase + string.punctuation)
+    '<', is one of its punctuation marks, or has a character that is neither a-z nor one of them once
+    lowercased (so `',` and `==` start words)."""
+    allowed = set(string.ascii_lowercase) | _PUNCTUATION
     table = np.zeros(self.vocab_size, bool)
     for i in range(self.vocab_size):
       piece = self.sp.id_to_piece(i)
