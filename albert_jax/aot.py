@@ -18,12 +18,12 @@ from typing import Optional
 
 import flax.linen as nn
 import jax
-from absl import app, flags, logging
+from absl import flags, logging
 from ml_collections import config_flags
 
 from albert_jax import metrics, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import cli, validate
+from albert_jax.config import run_cli, validate
 from albert_jax.model import ConfigError
 from albert_jax.summary import training_flops_per_sequence
 
@@ -273,4 +273,4 @@ if __name__ == '__main__':
   _MFU = flags.DEFINE_float('mfu', 0.4, 'Model FLOPs utilization assumed for the step-time estimate.')
   _LARGEST_BATCH = flags.DEFINE_bool('largest_batch', False, 'Also search for the largest batch that fits.')
   flags.mark_flags_as_required(['config', 'topology'])
-  app.run(cli(main))
+  run_cli(main)

@@ -4,10 +4,10 @@ configs/*.py start from `defaults()` and change what their model needs; `--confi
 applied by ml_collections afterwards, so `validate` runs on the final config, before anything is built.
 """
 import dataclasses
-import functools
 import sys
 
 import ml_collections
+from absl import app, flags
 
 from albert_jax.model import ConfigError, ModelConfig
 
@@ -96,14 +96,32 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
   return model
 
 
-def cli(main):
-  """An absl main that reports a ConfigError by its message alone, on stderr, with exit status 2: the message
-  names the fix, and a traceback would bury it."""
-  @functools.wraps(main)
-  def run(argv):
+
+def run_cli(main) -> None:
+  """absl's app.run for the command-line tools. Input a user can fix is printed alone on stderr with exit status
+  2, where a traceback would bury the message: a ConfigError raised by `main`, and a flag or --config.a.b
+  override that does not parse or names no field."""
+  def fail(message):
+    print(f'error: {message}', file=sys.stderr, flush=True)
+    sys.exit(2)
+
+  def parse(argv):
+    try:
+      remaining = flags.FLAGS(argv)
+      config = flags.FLAGS['config'].value if 'config' in flags.FLAGS else None
+      if config is not None:
+        config.to_dict()  # a config file that failed to load says so only when the config is read
+      return remaining
+    except AttributeError as e:  # ml_collections: an override of a field that does not exist
+      detail = e.args[0].args[0] if e.args and isinstance(e.args[0], KeyError) else str(e)
+      fail(f'a --config override names no config field: {" ".join(str(detail).split())}')
+    except Exception as e:  # pylint: disable=broad-except  (a missing or broken config file, a bad value)
+      fail(' '.join(str(e).split()))
+
+  def checked(argv):
     try:
       return main(argv)
     except ConfigError as e:
-      print(f'error: {e}', file=sys.stderr, flush=True)
-      sys.exit(2)
-  return run
+      fail(e)
+
+  app.run(checked, flags_parser=parse)

@@ -11,7 +11,7 @@ import pathlib
 from absl import app, flags, logging
 
 from albert_jax import interop
-from albert_jax.config import cli
+from albert_jax.config import run_cli
 from albert_jax.model import ModelConfig
 
 _INPUT = flags.DEFINE_string('input', None, 'Checkpoint to read (any supported format).')
@@ -38,4 +38,4 @@ def main(argv):
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['input', 'output', 'to'])
-  app.run(cli(main))
+  run_cli(main)

@@ -10,12 +10,12 @@ import json
 import pathlib
 
 import jax
-from absl import app, flags, logging
+from absl import flags, logging
 from ml_collections import config_flags
 
 from albert_jax import checkpoint, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import cli, validate
+from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.model import ConfigError
 
@@ -53,4 +53,4 @@ if __name__ == '__main__':
   _CONFIG = config_flags.DEFINE_config_file('config', None, 'The config the run was trained with.', lock_config=True)
   _WORKDIR = flags.DEFINE_string('workdir', None, 'The run to evaluate.')
   flags.mark_flags_as_required(['config', 'workdir'])
-  app.run(cli(main))
+  run_cli(main)

@@ -9,10 +9,10 @@ import json
 import flax.linen as nn
 import jax
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from albert_jax.config import cli, validate
+from albert_jax.config import run_cli, validate
 from albert_jax.model import Albert, ModelConfig, abstract_params
 
 
@@ -94,4 +94,4 @@ if __name__ == '__main__':
   _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
   _FORMAT = flags.DEFINE_enum('format', 'text', ['text', 'json'], 'Output format.')
   flags.mark_flags_as_required(['config'])
-  app.run(cli(main))
+  run_cli(main)

@@ -15,12 +15,12 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from absl import app, flags, logging
+from absl import flags, logging
 from ml_collections import config_flags
 
 from albert_jax import aot, checkpoint, metrics, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import cli, validate
+from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
 from albert_jax.model import ConfigError
@@ -200,4 +200,4 @@ def main(argv):
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['config', 'workdir'])
-  app.run(cli(main))
+  run_cli(main)

@@ -128,6 +128,35 @@ def test_instances_follow_the_original(task, tiny_config, builtin_tokenizer):
     assert np.all(x.segment_ids[:sep[0] + 1] == 0) and np.all(x.segment_ids[sep[0] + 1:] == 1)
 
 
+
+@pytest.mark.parametrize('probe', ['swap', 'random'])
+def test_probes_are_balanced_pairs_of_consecutive_segments(probe, tiny_config, builtin_tokenizer):
+  documents = documents_of(tiny_config, builtin_tokenizer, limit=150)
+  rng = np.random.default_rng(0)
+  made = 0
+  for i, document in enumerate(documents):
+    pairs = instances_lib.from_document(documents, i, 128, 0.0, probe, rng)
+    if len(document) == 1:
+      assert not pairs  # nothing to order
+    made += len(pairs)
+    flat = np.concatenate(document).tolist()
+    inside = lambda part: any(flat[j:j + len(part)] == part for j in range(len(flat) - len(part) + 1))
+    for positive, negative in zip(pairs[::2], pairs[1::2]):
+      assert (positive.label, negative.label) == (0, 1)
+      # [CLS] A [SEP] B [SEP], segment 0 up to the first [SEP]
+      a, b = (positive.tokens[1:-1][positive.segment_ids[1:-1] == k] for k in (0, 1))
+      a = a[:-1]
+      na, nb = (negative.tokens[1:-1][negative.segment_ids[1:-1] == k] for k in (0, 1))
+      na = na[:-1]
+      if len(positive.tokens) < 128:  # not truncated: A then B, as they stand in the document
+        assert inside(np.concatenate([a, b]).tolist())
+      if probe == 'swap':
+        np.testing.assert_array_equal(np.concatenate([nb, na]), np.concatenate([a, b]))  # B A: the same tokens
+      else:
+        np.testing.assert_array_equal(na, a)  # the same A, then a segment of another document
+        assert len(nb) < 8 or not inside(nb.tolist())
+  assert made > 100 and made % 2 == 0
+
 def test_short_targets_are_drawn_once_per_document_at_short_seq_prob(tiny_config, builtin_tokenizer):
   documents = documents_of(tiny_config, builtin_tokenizer)
   short = [instances_lib.from_document(documents, i, 512, 0.1, 'sop', np.random.default_rng(seed))[0].short
@@ -217,7 +246,7 @@ def test_same_seed_same_batches_other_seed_other_batches(tiny_config, builtin_to
 
 def test_restored_state_resumes_at_exactly_the_same_batch(tiny_config, builtin_tokenizer):
   config = tiny_config.copy_and_resolve_references()
-  config.data.chunk_documents = 2  # the 4 held-out documents: several chunks and epochs within the test
+  config.data.chunk_documents = 2  # the held-out documents: several chunks and epochs within the test
   full, reference = batches(config, builtin_tokenizer, 60, split='eval')
   first, _ = batches(config, builtin_tokenizer, 25, split='eval')
   state = json.loads(json.dumps(first.state()))  # it must survive being stored as JSON

@@ -3,6 +3,7 @@ SIGKILL and SIGTERM reproduces an uninterrupted run, restore onto another mesh, 
 import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -57,8 +58,12 @@ def test_loss_falls_and_metrics_reach_tensorboard(single_device_run):
   workdir, result = single_device_run
   scalars = read_scalars(workdir)
   for tag in ('loss', 'mlm_accuracy', 'sop_accuracy', 'learning_rate', 'grad_norm', 'trust_ratio_mean',
-              'eval_mlm_accuracy', 'eval_sop_loss', 'host_max_rss_gib'):
+              'eval_mlm_accuracy', 'eval_sop_loss', 'eval_swap_accuracy', 'eval_swap_count', 'eval_random_accuracy',
+              'eval_sop_majority', 'host_max_rss_gib'):
     assert tag in scalars, tag
+  stored = json.loads((workdir / 'result.json').read_text())
+  assert isinstance(stored['eval_swap_count'], int) and stored['eval_swap_majority'] == 0.5
+  assert stored['eval_swap_accuracy'] == result['eval_swap_accuracy']
   assert scalars['learning_rate'][1] == 0.0  # warmup starts at 0, as the original
   assert set(scalars['loss']) == set(range(1, 7))
   assert {'steps_per_sec', 'examples_per_sec', 'tokens_per_sec', 'mfu'} <= set(scalars)
@@ -135,6 +140,12 @@ def uninterrupted(tiny_config, tmp_path_factory):
   process = run_cli(tiny_config, workdir, '--config.train.num_steps=60')
   out, err = process.communicate(timeout=600)
   assert process.returncode == 0, err[-3000:]
+  # What a user reads: the first step warms up (no rates yet), then rates; accuracies beside their majority rates.
+  assert 'step 1/60  ' in out and 'warming up' in out.split('step 2/60')[0] and '0.00 steps/s' not in out
+  assert 'steps/s' in out.split('step 2/60')[1].split('\n')[0]
+  held_out = next(line for line in out.splitlines() if line.startswith('step 60 held-out:'))
+  assert re.search(r'swap_accuracy [\d.]+ \(majority 0\.500, n \d', held_out), held_out
+  assert re.search(r'sop_accuracy [\d.]+ \(majority 0\.\d+, n \d', held_out), held_out
   return losses(workdir, range(1, 61))
 
 
@@ -208,3 +219,28 @@ def test_two_processes_equal_one_device_reading_both_hosts_data(tiny_config, tmp
   config = small(tiny_config, warmup_steps=5, eval_every=1000, checkpoint_every=1000)
   train.train_and_evaluate(config, tmp_path / 'one', devices=jax.devices()[:1])
   np.testing.assert_allclose(losses(tmp_path / 'pod', range(1, 7)), losses(tmp_path / 'one', range(1, 7)), rtol=2e-5)
+
+
+def test_held_out_sets_are_evaluated_whole_and_padding_rows_do_not_count(tiny_config, builtin_tokenizer):
+  from albert_jax import sharding
+  from albert_jax import step as step_lib
+  from albert_jax.config import validate
+  config = small(tiny_config, eval_batches=1000)  # no cap: every held-out instance, once
+  mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
+  program = step_lib.build(config, validate(config), mesh)
+  params = program.new_state(jax.random.key(0))['params']
+  results = []
+  for batch_size in (8, 32):
+    config.train.batch_size = batch_size
+    sets = pipeline.held_out_sets(config, builtin_tokenizer)
+    for name in ('swap', 'random'):
+      labels = np.concatenate([b['sentence_order_labels'] for b in sets[name]])
+      assert np.all(labels[:np.sum(labels >= 0)] >= 0)  # padding rows (-1) only at the end
+      assert np.mean(labels[labels >= 0]) == 0.5  # exactly balanced
+    results.append(step_lib.evaluate(program, params, sets, mesh))
+  by8, by32 = results
+  assert by8.keys() == by32.keys() and {'eval_swap_count', 'eval_random_majority', 'eval_mlm_count'} <= set(by8)
+  for key in by8:
+    np.testing.assert_allclose(by8[key], by32[key], rtol=1e-5, err_msg=key)
+  assert by8['eval_swap_majority'] == by8['eval_random_majority'] == 0.5
+  assert by8['eval_swap_count'] > 200 and by8['eval_sop_count'] > 100

@@ -12,10 +12,10 @@ import collections
 import json
 
 import numpy as np
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
-from albert_jax.config import cli
+from albert_jax.config import run_cli
 from albert_jax.data import masking, pipeline
 from albert_jax.data.tokenizer import MASK
 
@@ -95,4 +95,4 @@ def main(argv):
 
 if __name__ == '__main__':
   flags.mark_flags_as_required(['config'])
-  app.run(cli(main))
+  run_cli(main)

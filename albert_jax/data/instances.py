@@ -97,16 +97,17 @@ def from_document(documents: list, index: int, max_seq_length: int, short_seq_pr
 
 
 def _probe_pairs(chunk, documents, index, target, max_tokens, probe, short, rng) -> list:
-  """The two pairs a chunk of 2+ segments gives a probe: A B (label 0) and B A or A R (label 1)."""
+  """The two pairs a chunk of 2+ segments gives a probe: A B (label 0), and B A (swap: the same tokens, only
+  their order differs) or A R (random: the same A, then a segment of another document) with label 1."""
   a_end = int(rng.integers(1, len(chunk)))
   tokens_a, tokens_b = np.concatenate(chunk[:a_end]), np.concatenate(chunk[a_end:])
-  negative = (tokens_b, tokens_a) if probe == 'swap' else (
-      tokens_a, _random_segment(documents, index, target - len(tokens_a), rng))
-  pairs = []
-  for label, (first, second) in enumerate([(tokens_a, tokens_b), negative]):
-    a0, a1, b0, b1 = truncate_pair(len(first), len(second), max_tokens, rng)
-    pairs.append(_pair(first[a0:a1], second[b0:b1], label, short))
-  return pairs
+  a0, a1, b0, b1 = truncate_pair(len(tokens_a), len(tokens_b), max_tokens, rng)
+  a, b = tokens_a[a0:a1], tokens_b[b0:b1]
+  if probe == 'swap':
+    negative = (b, a)
+  else:
+    negative = (a, _random_segment(documents, index, target - len(a), rng)[:max_tokens - len(a)])
+  return [_pair(a, b, 0, short), _pair(*negative, 1, short)]
 
 
 def _random_segment(documents: list, index: int, target_length: int, rng: np.random.Generator) -> np.ndarray:

@@ -9,9 +9,9 @@ stripped, lowercased), so the vocabulary sees what the model will.
 """
 import itertools
 
-from absl import app, flags
+from absl import flags
 
-from albert_jax.config import cli
+from albert_jax.config import run_cli
 from albert_jax.data import sources, tokenizer
 
 
@@ -56,4 +56,4 @@ if __name__ == '__main__':
                                         'original: input_sentence_size 10M).')
   _TFDS_DATA_DIR = flags.DEFINE_string('tfds_data_dir', None, 'TFDS data directory (local or gs://).')
   flags.mark_flags_as_required(['input', 'output'])
-  app.run(cli(main))
+  run_cli(main)

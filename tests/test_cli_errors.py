@@ -1,0 +1,50 @@
+"""Every command-line tool reports input a user can fix by its message alone, on stderr, with exit status 2: no
+traceback to read through, and a status scripts can tell from a crash (1) or a kill."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+CASES = {
+    'train: a config value that cannot work': (
+        ['albert_jax.train', '--config=configs/tiny.py', '--workdir={tmp}/run', '--config.train.warmup_steps=5000'],
+        'warmup_steps (5000) must be below num_steps'),
+    'train: a mistyped override': (
+        ['albert_jax.train', '--config=configs/tiny.py', '--workdir={tmp}/run', '--config.model.hiden_size=3'],
+        'names no config field: \'hiden_size\' Did you mean "hidden_size"'),
+    'train: a config file that does not exist': (
+        ['albert_jax.train', '--config=configs/tinny.py', '--workdir={tmp}/run'], 'configs/tinny.py'),
+    'train: a value of the wrong type': (
+        ['albert_jax.train', '--config=configs/tiny.py', '--workdir={tmp}/run', '--config.train.num_steps=many'],
+        "invalid literal for int() with base 10: 'many'"),
+    'evaluate: a workdir without a checkpoint': (
+        ['albert_jax.evaluate', '--config=configs/tiny.py', '--workdir={tmp}', '--config.data.tfds_data_dir={tfds}'],
+        'holds no checkpoint to evaluate'),
+    'aot: an unknown topology': (
+        ['albert_jax.aot', '--config=configs/base.py', '--topology=v9-7'], "unknown TPU topology 'v9-7'"),
+    'summary: a shape that cannot work': (
+        ['albert_jax.summary', '--config=configs/base.py', '--config.model.num_heads=5'],
+        'hidden_size 768 is not divisible by num_heads 5'),
+    'convert: a missing checkpoint': (
+        ['albert_jax.convert', '--input={tmp}/nothing', '--output={tmp}/out', '--to=hf'], 'no checkpoint found'),
+    'vocab: a source that matches nothing': (
+        ['albert_jax.data.vocab', '--input=text:{tmp}/*.txt', '--output={tmp}/v'], 'no file matches'),
+    'inspect: a malformed source': (
+        ['albert_jax.data.inspect', '--config=configs/tiny.py', '--config.data.source=wiki:en'],
+        "'wiki:en' is not a source"),
+    'sweep: a sweep file that does not exist': (
+        ['launch.sweep', '--sweep={tmp}/missing.py', '--workdir={tmp}/s'], 'no such sweep file'),
+}
+
+
+@pytest.mark.parametrize('case', list(CASES))
+def test_bad_input_prints_the_message_alone_and_exits_2(case, tmp_path, tfds_dir):
+  argv, message = CASES[case]
+  argv = [a.format(tmp=tmp_path, tfds=tfds_dir) for a in argv]
+  out = subprocess.run([sys.executable, '-m', *argv], capture_output=True, text=True, timeout=300, cwd=ROOT)
+  assert out.returncode == 2, out.stderr[-3000:]
+  assert message in out.stderr, out.stderr[-3000:]
+  assert 'Traceback' not in out.stderr and 'Traceback' not in out.stdout
+  assert out.stderr.rstrip().splitlines()[-1].startswith(('error: ', 'python -m launch.sweep: error: '))
