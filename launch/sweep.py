@@ -9,7 +9,8 @@ and report every run's final held-out metrics as a table and a plot.
 A command-line SPEC is space-separated axes `key=v1,v2,...`, crossed (--mode=grid) or paired (--mode=zip). A
 sweep file is a Python file with CONFIG (the base config file), SWEEP ({key: [values]}), optional MODE ('grid' or
 'zip'), FIXED ({key: value} for every run), EVALUATE (a list of {data.key: value} held-out evaluations to run
-after training, e.g. on another sentence task) and PAPER (the paper's figures, shown beside ours).
+after training, e.g. on another source) and PAPER (the paper's figures per run, shown beside ours; PAPER_METRICS
+maps those that measure one of our metrics, in %, to it, and the plot draws them beside our bars).
 Each run's name and workdir come from its overrides (embedding_size=16). A run whose workdir already holds a
 result.json is not run again, so an interrupted sweep continues where it stopped.
 """
@@ -25,7 +26,7 @@ import time
 from launch import tpu
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-METRICS = ('eval_mlm_accuracy', 'eval_sop_accuracy', 'eval_mlm_loss')
+METRICS = ('eval_mlm_accuracy', 'eval_sop_accuracy', 'eval_swap_accuracy', 'eval_random_accuracy', 'eval_mlm_loss')
 
 
 def parse_spec(spec: str) -> dict:
@@ -48,7 +49,7 @@ def load_sweep_file(path: str) -> dict:
     raise ValueError(f'{path}: a sweep file defines CONFIG (a config file) and SWEEP ({{key: [values]}}).')
   return {'config': module.CONFIG, 'axes': module.SWEEP, 'mode': getattr(module, 'MODE', 'grid'),
           'fixed': getattr(module, 'FIXED', {}), 'evaluate': getattr(module, 'EVALUATE', []),
-          'paper': getattr(module, 'PAPER', {})}
+          'paper': getattr(module, 'PAPER', {}), 'paper_metrics': getattr(module, 'PAPER_METRICS', {})}
 
 
 def expand(axes: dict, mode: str) -> list:
@@ -128,6 +129,8 @@ def collect(sweep: dict, runs: list, root: pathlib.Path) -> list:
     if (workdir / 'result.json').exists():
       result = json.loads((workdir / 'result.json').read_text())
       row.update({k: result[k] for k in METRICS if k in result})
+      row.update({f'{k}_majority': result[k.replace('accuracy', 'majority')] for k in METRICS
+                  if k.replace('accuracy', 'majority') in result})
     for extra in sweep['evaluate']:
       task = extra.get('data.sentence_task')
       path = workdir / f'eval-{task}.json'
@@ -147,30 +150,47 @@ def report(sweep: dict, runs: list, root: pathlib.Path) -> str:
   head = ['run', *columns, *[f'paper {c}' for c in paper_columns]]
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for r in rows:
-    cells = [r['run']] + [f'{r[c]:.4f}' if c in r else 'not run' for c in columns]
+    cells = [r['run']] + [(f'{r[c]:.4f}' + (f' (majority {r[c + "_majority"]:.3f})' if c + '_majority' in r else ''))
+                          if c in r else 'not run' for c in columns]
     cells += [str(paper.get(r['run'], {}).get(c, '')) for c in paper_columns]
     lines.append('| ' + ' | '.join(cells) + ' |')
   table = '\n'.join(lines)
   (root / 'report.md').write_text(table + '\n')
+  plot(sweep, rows, [c for c in columns if c.endswith('accuracy')], root)
+  return table
 
+
+def plot(sweep: dict, rows: list, accuracies: list, root: pathlib.Path) -> None:
+  """report.png: a panel per accuracy, a bar per run; a black tick at each run's majority rate (what always
+  guessing the commoner label scores) and, where the sweep file maps them, the paper's figures in grey beside."""
   import matplotlib
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
-  accuracies = [c for c in columns if c.endswith('accuracy')]
+  paper_of = {ours: theirs for theirs, ours in sweep['paper_metrics'].items()}
   figure, axes = plt.subplots(1, len(accuracies), figsize=(4 * len(accuracies), 3.6), squeeze=False)
   for ax, column in zip(axes[0], accuracies):
+    x = range(len(rows))
+    width = 0.4 if column in paper_of else 0.8
     values = [r.get(column, 0.0) for r in rows]
-    ax.bar(range(len(rows)), values, color='tab:blue')
-    ax.set_xticks(range(len(rows)), [r['run'] for r in rows], rotation=30, ha='right', fontsize=8)
+    ax.bar([i - width / 2 * (column in paper_of) for i in x], values, width, color='tab:blue', label='ours')
+    for i, v in zip(x, values):
+      ax.text(i - width / 2 * (column in paper_of), v, f'{v:.3f}', ha='center', va='bottom', fontsize=7)
+    if column in paper_of:
+      theirs = [sweep['paper'].get(r['run'], {}).get(paper_of[column], 0) / 100 for r in rows]
+      ax.bar([i + width / 2 for i in x], theirs, width, color='tab:gray', label=f'paper ({paper_of[column]})')
+    for i, r in zip(x, rows):
+      if column + '_majority' in r:
+        ax.hlines(r[column + '_majority'], i - 0.45, i + 0.45, colors='black', linestyles='dashed',
+                  label='majority rate' if i == 0 else None)
+    ax.set_xticks(list(x), [r['run'] for r in rows], rotation=30, ha='right', fontsize=8)
     ax.set_title(column.replace('eval_', 'held-out '), fontsize=10)
-    ax.set_ylim(0, max(values + [1e-3]) * 1.15)
-    for x, v in enumerate(values):
-      ax.text(x, v, f'{v:.3f}', ha='center', va='bottom', fontsize=7)
+    ax.set_ylim(0, max(values + [1e-3]) * 1.15 if column not in paper_of else 1.05)
+    if column in paper_of or any(column + '_majority' in r for r in rows):
+      ax.legend(fontsize=7, loc='lower right')
   figure.suptitle(f'{root.name}: {sweep["config"]} {" ".join(flags(sweep["fixed"]))}', fontsize=9)
   figure.tight_layout()
   figure.savefig(root / 'report.png', dpi=110)
   plt.close(figure)
-  return table
 
 
 def main(argv=None) -> None:
@@ -195,7 +215,7 @@ def main(argv=None) -> None:
       if not args.config:
         parser.error('a command-line SPEC needs --config')
       sweep = {'config': args.config, 'axes': parse_spec(args.sweep), 'mode': args.mode or 'grid', 'fixed': {},
-               'evaluate': [], 'paper': {}}
+               'evaluate': [], 'paper': {}, 'paper_metrics': {}}
     runs = expand(sweep['axes'], sweep['mode'])
   except ValueError as e:
     parser.error(str(e))

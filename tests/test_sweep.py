@@ -32,7 +32,8 @@ def test_shipped_sweep_files_reproduce_paper_tables():
   table5 = sweep.load_sweep_file('configs/sweeps/table5_sharing.py')
   assert [r['model.sharing'] for r in sweep.expand(table5['axes'], 'grid')] == ['all', 'attention', 'ffn', 'none']
   table6 = sweep.load_sweep_file('configs/sweeps/table6_sentence_task.py')
-  assert [e['data.sentence_task'] for e in table6['evaluate']] == ['nsp', 'sop']
+  assert set(table6['paper_metrics'].values()) <= set(sweep.METRICS)
+  assert set(table6['paper']) == {sweep.run_name(r) for r in sweep.expand(table6['axes'], 'grid')}
 
 
 def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, tmp_path, tmp_path_factory):
@@ -51,8 +52,11 @@ def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, 
       assert evaluated['eval_mlm_accuracy'] == pytest.approx(result['eval_mlm_accuracy'], abs=1e-6)
       assert evaluated['eval_sop_accuracy'] == pytest.approx(result['eval_sop_accuracy'], abs=1e-6)
   table = (root / 'report.md').read_text().splitlines()
-  assert table[0] == '| run | eval_mlm_accuracy | eval_sop_accuracy | eval_mlm_loss | sop_accuracy |'
-  assert table[3].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f}')
+  assert table[0] == ('| run | eval_mlm_accuracy | eval_sop_accuracy | eval_swap_accuracy | eval_random_accuracy '
+                      '| eval_mlm_loss | sop_accuracy |')
+  assert table[3].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f} | '
+                             f'{result["eval_sop_accuracy"]:.4f} (majority {result["eval_sop_majority"]:.3f}) | '
+                             f'{result["eval_swap_accuracy"]:.4f} (majority 0.500) |')
   assert (root / 'report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   # Run again: finished runs are not repeated; one without a result.json (as after SIGTERM) is resumed, here from
   # its last checkpoint, and reports the same figures.
