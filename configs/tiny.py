@@ -1,4 +1,4 @@
-"""A tiny ALBERT that trains in minutes on a laptop CPU: H 64, 4 layers, E 32, all shared.
+"""A tiny ALBERT that trains in minutes on a laptop CPU: H 64, 4 layers, E 32, all shared, 4,000 pieces.
 
 COMMAND: python -m albert_jax.summary --config=configs/tiny.py
 """
@@ -8,20 +8,24 @@ from albert_jax.config import defaults
 def get_config(arg=None):
   del arg
   config = defaults()
-  config.model.update(vocab_size=2000, embedding_size=32, hidden_size=64, num_layers=4, num_heads=4,
-                      intermediate_size=256, max_position_embeddings=128)
+  # Two heads of 64 rather than four of 16: attention at S² per head is most of a small CPU step.
+  config.model.update(vocab_size=4000, embedding_size=32, hidden_size=64, num_layers=4, num_heads=2,
+                      intermediate_size=256, max_position_embeddings=64)
   config.data.source = 'builtin'  # Python's own documentation: real prose, no download
   config.data.vocab = 'builtin'
-  config.data.eval_fraction = 0.05  # 20 of the corpus's ~400 documents
-  config.data.max_seq_length = 128
-  config.train.batch_size = 32
-  config.train.num_steps = 800  # 3-6 minutes on 2 CPU cores
-  config.train.learning_rate = 1e-2  # LAMB at batch 32 takes a larger step than the paper's 1.76e-3 at 4096
+  # 10% of the corpus's ~1,850 documents: about 1,050 held-out swap pairs, enough to see order being learned.
+  config.data.eval_fraction = 0.1
+  # Short sequences and more steps learn more per CPU-minute than long ones: at 64 tokens the step is 3x faster.
+  config.data.max_seq_length = 64
+  config.data.max_predictions_per_seq = 10
+  config.train.batch_size = 64
+  config.train.num_steps = 2000  # about 5 minutes on 2 CPU cores
+  config.train.learning_rate = 1e-2  # LAMB at batch 64: 5e-3 and 2e-2 learn alike, 4e-2 diverges
   config.train.warmup_steps = 100
   config.train.log_every = 100
-  config.train.eval_every = 200
-  config.train.eval_batches = 10
-  config.train.checkpoint_every = 200
+  config.train.eval_every = 500
+  config.train.eval_batches = 40  # all ~5,700 masked tokens of the held-out documents
+  config.train.checkpoint_every = 500
   config.train.fill_mask_text = 'If the file does not exist, an exception is raised.'
   config.train.fill_mask_word = 'is'
   return config

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope='session')
 def tfds_dir(tmp_path_factory):
-  """A TFDS data dir holding the built-in corpus and its 2000-piece vocabulary, built once per test process."""
+  """A TFDS data dir holding the built-in corpus and its 4000-piece vocabulary, built once per test process."""
   return str(tmp_path_factory.mktemp('tensorflow_datasets'))
 
 

@@ -30,7 +30,7 @@ def documents_of(config, tok, limit=400):
 def test_builtin_vocabulary_has_the_albert_control_ids(builtin_tokenizer):
   sp = builtin_tokenizer.sp
   assert [sp.id_to_piece(i) for i in range(5)] == ['<pad>', '<unk>', '[CLS]', '[SEP]', '[MASK]']
-  assert builtin_tokenizer.vocab_size == 2000
+  assert builtin_tokenizer.vocab_size == 4000
   # The original's start-piece rule: '▁x' and punctuation start words, plain lowercase continuations do not.
   ids = {p: sp.piece_to_id(p) for p in ('▁the', '.', 's')}
   assert builtin_tokenizer.word_start[ids['▁the']] and builtin_tokenizer.word_start[ids['.']]
@@ -38,7 +38,7 @@ def test_builtin_vocabulary_has_the_albert_control_ids(builtin_tokenizer):
 
 
 def test_vocabulary_that_does_not_fit_is_refused(builtin_tokenizer, tmp_path):
-  with pytest.raises(tokenizer.VocabError, match='has 2000 pieces but model.vocab_size is 30000'):
+  with pytest.raises(tokenizer.VocabError, match='has 4000 pieces but model.vocab_size is 30000'):
     tokenizer.Tokenizer(builtin_tokenizer.path, vocab_size=30000)
   with pytest.raises(tokenizer.VocabError, match='does not exist.*python -m albert_jax.data.vocab'):
     tokenizer.Tokenizer(tmp_path / 'missing.model')
