@@ -1,6 +1,6 @@
 """Input pipeline throughput on one core: raw text -> masked batches, at max_seq_length 512.
 
-  python bench/pipeline_throughput.py [--instances=3000] [--vocab_size=8000]
+  python bench/pipeline_throughput.py [--instances=3000] [--vocab_size=5000]
 
 Ours: the full Pipeline (TFDS read of the built-in corpus, sentence segmentation, SentencePiece, SOP instances,
 n-gram masking, padding into batches), pinned to one CPU core. The peer, measured in the same run on the same
@@ -40,7 +40,7 @@ def long_documents_file(config, directory: pathlib.Path) -> str:
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--instances', type=int, default=8000)
-  parser.add_argument('--vocab_size', type=int, default=6000)  # the built-in corpus holds at most ~6300 pieces
+  parser.add_argument('--vocab_size', type=int, default=5000)  # the built-in corpus holds at most ~6,000 pieces
   parser.add_argument('--tfds_data_dir', default=None)
   parser.add_argument('--documents', choices=['builtin', 'long'], default='long',
                       help='builtin: the corpus as is; long: regrouped so instances fill 512 positions')

@@ -8,7 +8,7 @@ from albert_jax.config import defaults
 def get_config(arg=None):
   del arg
   config = defaults()
-  # Two heads of 64 rather than four of 16: attention at S² per head is most of a small CPU step.
+  # Two heads of 32 rather than four of 16: attention at S² per head is most of a small CPU step.
   config.model.update(vocab_size=4000, embedding_size=32, hidden_size=64, num_layers=4, num_heads=2,
                       intermediate_size=256, max_position_embeddings=64)
   config.data.source = 'builtin'  # Python's own documentation: real prose, no download
