@@ -47,7 +47,9 @@ def test_tiny_config_fits_and_memory_adds_up(name, tiny_config):
   assert result.params == params
   assert 2 * params <= result.opt_state < 2.01 * params  # m and v, plus a few scalars and per-layer trust ratios
   per_device = 64 // topo.devices
-  assert result.batch == per_device * (3 * 128 + 3 * 20 + 1) * 4
+  seq, predictions = config.data.max_seq_length, config.data.max_predictions_per_seq
+  # Three int32 features per token, three per prediction, one sentence label: all 4 bytes each.
+  assert result.batch == per_device * (3 * seq + 3 * predictions + 1) * 4
   assert 0 < result.peak < topo.hbm_bytes
 
 

@@ -225,10 +225,11 @@ def batches(config, tok, n, **kwargs):
 def test_batches_have_the_original_feature_names_and_fixed_shapes(tiny_config, builtin_tokenizer):
   _, [batch] = batches(tiny_config, builtin_tokenizer, 1)
   assert list(batch) == list(pipeline.FEATURES)
-  assert batch['input_ids'].shape == (8, 128) and batch['masked_lm_positions'].shape == (8, 20)
+  seq, predictions = tiny_config.data.max_seq_length, tiny_config.data.max_predictions_per_seq
+  assert batch['input_ids'].shape == (8, seq) and batch['masked_lm_positions'].shape == (8, predictions)
   assert all(v.dtype == (np.float32 if k == 'masked_lm_weights' else np.int32) for k, v in batch.items())
   lengths = batch['input_mask'].sum(1)
-  assert np.all(batch['input_ids'][np.arange(128) >= lengths[:, None]] == 0)
+  assert np.all(batch['input_ids'][np.arange(seq) >= lengths[:, None]] == 0)
   assert np.all(batch['masked_lm_positions'][batch['masked_lm_weights'] == 0] == 0)
 
 
@@ -247,6 +248,7 @@ def test_same_seed_same_batches_other_seed_other_batches(tiny_config, builtin_to
 def test_restored_state_resumes_at_exactly_the_same_batch(tiny_config, builtin_tokenizer):
   config = tiny_config.copy_and_resolve_references()
   config.data.chunk_documents = 2  # the held-out documents: several chunks and epochs within the test
+  config.data.eval_fraction = 0.02  # about 37 documents, fewer instances than the 60 batches of 8 read below
   full, reference = batches(config, builtin_tokenizer, 60, split='eval')
   first, _ = batches(config, builtin_tokenizer, 25, split='eval')
   state = json.loads(json.dumps(first.state()))  # it must survive being stored as JSON
