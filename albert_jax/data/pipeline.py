@@ -249,6 +249,8 @@ def load_tokenizer(config) -> Tokenizer:
     if not path.exists():
       # Trained under a name of this process's own, then moved into place: several processes may do it at once.
       own = path.with_name(f'{path.stem}.{os.getpid()}')
+      print(f'Training a {config.model.vocab_size}-piece SentencePiece vocabulary on the built-in corpus, once '
+            f'(seconds), into {path}', flush=True)
       vocab.train_on_source('builtin', config.model.vocab_size, str(own), config.data.tfds_data_dir)
       for suffix in ('.vocab', '.model'):
         os.replace(f'{own}{suffix}', path.with_suffix(suffix))

@@ -192,13 +192,19 @@ class TfdsSource:
 
 def builtin_builder(data_dir: Optional[str]):
   """The TFDS builder of the built-in corpus, prepared on first use (seconds; no network)."""
+  import tensorflow_datasets as tfds
   from albert_jax.data import builtin_corpus
   builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir)
   if not builder.is_prepared():
+    # The builder prints its own start and end lines; TFDS's bars (an ETA of an hour for a few seconds of
+    # shuffling) would only confuse.
+    tfds.display_progress_bar(False)
     try:
       builder.download_and_prepare()
     except FileExistsError:  # another process on this machine (a local multi-host run) prepared it first
       builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir)
+    finally:
+      tfds.display_progress_bar(True)
   return builder
 
 
