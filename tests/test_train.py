@@ -146,6 +146,10 @@ def uninterrupted(tiny_config, tmp_path_factory):
   held_out = next(line for line in out.splitlines() if line.startswith('step 60 held-out:'))
   assert re.search(r'swap_accuracy [\d.]+ \(majority 0\.500, n \d', held_out), held_out
   assert re.search(r'sop_accuracy [\d.]+ \(majority 0\.\d+, n \d', held_out), held_out
+  closing = next(line for line in out.splitlines() if line.startswith('held-out MLM accuracy'))
+  assert re.search(r'swap pairs [\d.]+ -> [\d.]+ \(majority 0\.500, n \d', closing), closing
+  for pairs in ('random pairs', 'its own sop pairs'):  # one batch of 8: random pairs need not be balanced yet
+    assert re.search(pairs + r' [\d.]+ -> [\d.]+ \(majority 0\.\d+, n \d', closing), closing
   return losses(workdir, range(1, 61))
 
 
