@@ -130,12 +130,15 @@ def collect(sweep: dict, runs: list, root: pathlib.Path) -> list:
       result = json.loads((workdir / 'result.json').read_text())
       row.update({k: result[k] for k in METRICS if k in result})
       row.update({f'{k}_majority': result[k.replace('accuracy', 'majority')] for k in METRICS
-                  if k.replace('accuracy', 'majority') in result})
+                  if k.endswith('accuracy') and k.replace('accuracy', 'majority') in result})
     for extra in sweep['evaluate']:
       task = extra.get('data.sentence_task')
       path = workdir / f'eval-{task}.json'
-      if task and path.exists():
-        row[f'{task}_accuracy'] = json.loads(path.read_text())['eval_sop_accuracy']
+      if task and path.exists():  # the same held-out instances for every run: MLM comparable across tasks
+        evaluated = json.loads(path.read_text())
+        row.update({f'{task}_accuracy': evaluated['eval_sop_accuracy'],
+                    f'{task}_accuracy_majority': evaluated['eval_sop_majority'],
+                    f'{task}_mlm_accuracy': evaluated['eval_mlm_accuracy']})
     rows.append(row)
   return rows
 
@@ -144,7 +147,8 @@ def report(sweep: dict, runs: list, root: pathlib.Path) -> str:
   """A markdown table of the runs' final held-out metrics (with the paper's, where the sweep file gives them) and
   a PNG plot of the accuracies, both written under the sweep's workdir."""
   rows = collect(sweep, runs, root)
-  columns = [c for c in (*METRICS, 'none_accuracy', 'nsp_accuracy', 'sop_accuracy') if any(c in r for r in rows)]
+  evaluated = [f'{task}_{m}' for task in ('none', 'nsp', 'sop') for m in ('accuracy', 'mlm_accuracy')]
+  columns = [c for c in (*METRICS, *evaluated) if any(c in r for r in rows)]
   paper = sweep['paper']
   paper_columns = sorted({k for v in paper.values() for k in v})
   head = ['run', *columns, *[f'paper {c}' for c in paper_columns]]
@@ -167,8 +171,12 @@ def plot(sweep: dict, rows: list, accuracies: list, root: pathlib.Path) -> None:
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt
   paper_of = {ours: theirs for theirs, ours in sweep['paper_metrics'].items()}
-  figure, axes = plt.subplots(1, len(accuracies), figsize=(4 * len(accuracies), 3.6), squeeze=False)
-  for ax, column in zip(axes[0], accuracies):
+  ncols = min(len(accuracies), 3)
+  nrows = -(-len(accuracies) // ncols)
+  figure, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3.6 * nrows), squeeze=False)
+  for ax in axes.flat[len(accuracies):]:
+    ax.set_visible(False)
+  for ax, column in zip(axes.flat, accuracies):
     x = range(len(rows))
     width = 0.4 if column in paper_of else 0.8
     values = [r.get(column, 0.0) for r in rows]
@@ -184,9 +192,10 @@ def plot(sweep: dict, rows: list, accuracies: list, root: pathlib.Path) -> None:
                   label='majority rate' if i == 0 else None)
     ax.set_xticks(list(x), [r['run'] for r in rows], rotation=30, ha='right', fontsize=8)
     ax.set_title(column.replace('eval_', 'held-out '), fontsize=10)
-    ax.set_ylim(0, max(values + [1e-3]) * 1.15 if column not in paper_of else 1.05)
-    if column in paper_of or any(column + '_majority' in r for r in rows):
-      ax.legend(fontsize=7, loc='lower right')
+    majorities = [r[column + '_majority'] for r in rows if column + '_majority' in r]
+    ax.set_ylim(0, max(values + majorities + [1e-3]) * 1.15 if column not in paper_of else 1.05)
+    if column in paper_of or majorities:
+      ax.legend(fontsize=7, loc='best')
   figure.suptitle(f'{root.name}: {sweep["config"]} {" ".join(flags(sweep["fixed"]))}', fontsize=9)
   figure.tight_layout()
   figure.savefig(root / 'report.png', dpi=110)

@@ -32,7 +32,8 @@ def test_shipped_sweep_files_reproduce_paper_tables():
   table5 = sweep.load_sweep_file('configs/sweeps/table5_sharing.py')
   assert [r['model.sharing'] for r in sweep.expand(table5['axes'], 'grid')] == ['all', 'attention', 'ffn', 'none']
   table6 = sweep.load_sweep_file('configs/sweeps/table6_sentence_task.py')
-  assert set(table6['paper_metrics'].values()) <= set(sweep.METRICS)
+  follow_ups = {f'{e["data.sentence_task"]}_{m}' for e in table6['evaluate'] for m in ('accuracy', 'mlm_accuracy')}
+  assert set(table6['paper_metrics'].values()) <= set(sweep.METRICS) | follow_ups  # columns the report has
   assert set(table6['paper']) == {sweep.run_name(r) for r in sweep.expand(table6['axes'], 'grid')}
 
 
@@ -53,10 +54,13 @@ def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, 
       assert evaluated['eval_sop_accuracy'] == pytest.approx(result['eval_sop_accuracy'], abs=1e-6)
   table = (root / 'report.md').read_text().splitlines()
   assert table[0] == ('| run | eval_mlm_accuracy | eval_sop_accuracy | eval_swap_accuracy | eval_random_accuracy '
-                      '| eval_mlm_loss | sop_accuracy |')
+                      '| eval_mlm_loss | sop_accuracy | sop_mlm_accuracy |')
   assert table[3].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f} | '
                              f'{result["eval_sop_accuracy"]:.4f} (majority {result["eval_sop_majority"]:.3f}) | '
                              f'{result["eval_swap_accuracy"]:.4f} (majority 0.500) |')
+  # A loss has no majority rate; the follow-up evaluation's MLM is the sop run's own (same held-out instances).
+  assert table[3].endswith(f'| {result["eval_mlm_loss"]:.4f} | {result["eval_sop_accuracy"]:.4f} (majority '
+                           f'{result["eval_sop_majority"]:.3f}) | {result["eval_mlm_accuracy"]:.4f} |'), table[3]
   assert (root / 'report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   # Run again: finished runs are not repeated; one without a result.json (as after SIGTERM) is resumed, here from
   # its last checkpoint, and reports the same figures.
