@@ -9,7 +9,8 @@ and report every run's final held-out metrics as a table and a plot.
 A command-line SPEC is space-separated axes `key=v1,v2,...`, crossed (--mode=grid) or paired (--mode=zip). A
 sweep file is a Python file with CONFIG (the base config file), SWEEP ({key: [values]}), optional MODE ('grid' or
 'zip'), FIXED ({key: value} for every run), EVALUATE (a list of {data.key: value} held-out evaluations to run
-after training, e.g. on another source) and PAPER (the paper's figures per run, shown beside ours; PAPER_METRICS
+after training, e.g. with another sentence task: the report shows their sentence-task accuracy as TASK_accuracy
+and their MLM accuracy as TASK_mlm_accuracy, the same held-out instances for every run) and PAPER (the paper's figures per run, shown beside ours; PAPER_METRICS
 maps those that measure one of our metrics, in %, to it, and the plot draws them beside our bars).
 Each run's name and workdir come from its overrides (embedding_size=16). A run whose workdir already holds a
 result.json is not run again, so an interrupted sweep continues where it stopped.
