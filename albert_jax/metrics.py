@@ -87,6 +87,10 @@ def format_eta(seconds: float) -> str:
   return f'{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}'
 
 
+def _majority_and_count(metrics: dict, name: str) -> str:
+  return f'(majority {metrics[f"eval_{name}_majority"]:.3f}, n {metrics[f"eval_{name}_count"]:,})'
+
+
 def held_out_line(metrics: dict) -> str:
   """Held-out metrics for the console: each sentence accuracy with its majority rate (what always guessing the
   commoner label scores) and its count."""
@@ -94,9 +98,21 @@ def held_out_line(metrics: dict) -> str:
            f'mlm_loss {metrics["eval_mlm_loss"]:.4f}']
   for name in ('sop', 'swap', 'random'):
     if f'eval_{name}_accuracy' in metrics:
-      parts.append(f'{name}_accuracy {metrics[f"eval_{name}_accuracy"]:.4f} (majority '
-                   f'{metrics[f"eval_{name}_majority"]:.3f}, n {metrics[f"eval_{name}_count"]:,})')
+      parts.append(f'{name}_accuracy {metrics[f"eval_{name}_accuracy"]:.4f} {_majority_and_count(metrics, name)}')
   return '  '.join(parts)
+
+
+def held_out_change(first: dict, last: dict, sentence_task: str) -> str:
+  """The run's closing line: each held-out accuracy from the first evaluation to the last, the probes with their
+  majority rates and counts, and the run's own pairs only if it has a sentence task (else they have no labels)."""
+  def change(name, what):
+    return (f'{what} {first[f"eval_{name}_accuracy"]:.3f} -> {last[f"eval_{name}_accuracy"]:.3f} '
+            f'{_majority_and_count(last, name)}')
+  parts = [f'MLM accuracy {first["eval_mlm_accuracy"]:.3f} -> {last["eval_mlm_accuracy"]:.3f}',
+           change('swap', 'sentence order on swap pairs'), change('random', 'random pairs')]
+  if sentence_task != 'none':
+    parts.append(change('sop', f'its own {sentence_task} pairs'))
+  return 'held-out ' + '; '.join(parts)
 
 
 class Writer:

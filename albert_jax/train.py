@@ -175,14 +175,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps({'step': step, **result}, indent=2) + '\n')
   if first_eval:
-    def change(name, what):
-      return (f'{what} {first_eval[f"eval_{name}_accuracy"]:.3f} -> {result[f"eval_{name}_accuracy"]:.3f} '
-              f'(majority {result[f"eval_{name}_majority"]:.3f}, n {result[f"eval_{name}_count"]:,})')
-    lines = [f'MLM accuracy {first_eval["eval_mlm_accuracy"]:.3f} -> {result["eval_mlm_accuracy"]:.3f}',
-             change('swap', 'sentence order on swap pairs'), change('random', 'random pairs')]
-    if config.data.sentence_task != 'none':  # a run without a sentence task has no labels of its own to score
-      lines.append(change('sop', f'its own {config.data.sentence_task} pairs'))
-    say('held-out ' + '; '.join(lines))
+    say(metrics.held_out_change(first_eval, result, config.data.sentence_task))
   readable = all(x.is_fully_replicated or x.is_fully_addressable for x in jax.tree.leaves(state['params']))
   if host == 0 and config.train.fill_mask_text and readable:  # not when parameters are sharded over hosts
     params = jax.device_get(state['params'])

@@ -10,8 +10,9 @@ A command-line SPEC is space-separated axes `key=v1,v2,...`, crossed (--mode=gri
 sweep file is a Python file with CONFIG (the base config file), SWEEP ({key: [values]}), optional MODE ('grid' or
 'zip'), FIXED ({key: value} for every run), EVALUATE (a list of {data.key: value} held-out evaluations to run
 after training, e.g. with another sentence task: the report shows their sentence-task accuracy as TASK_accuracy
-and their MLM accuracy as TASK_mlm_accuracy, the same held-out instances for every run) and PAPER (the paper's figures per run, shown beside ours; PAPER_METRICS
-maps those that measure one of our metrics, in %, to it, and the plot draws them beside our bars).
+and their MLM accuracy as TASK_mlm_accuracy, the same held-out instances for every run) and PAPER (the paper's
+figures per run, shown beside ours; PAPER_METRICS maps those that measure one of our metrics, in %, to it, and the
+plot draws them beside our bars).
 Each run's name and workdir come from its overrides (embedding_size=16). A run whose workdir already holds a
 result.json is not run again, so an interrupted sweep continues where it stopped.
 """
@@ -144,12 +145,17 @@ def collect(sweep: dict, runs: list, root: pathlib.Path) -> list:
   return rows
 
 
+def follow_up_columns(sweep: dict) -> list:
+  """The report's columns from the sweep's follow-up evaluations (collect fills them)."""
+  return [f'{task}_{metric}' for task in dict.fromkeys(e.get('data.sentence_task') for e in sweep['evaluate'])
+          if task for metric in ('accuracy', 'mlm_accuracy')]
+
+
 def report(sweep: dict, runs: list, root: pathlib.Path) -> str:
   """A markdown table of the runs' final held-out metrics (with the paper's, where the sweep file gives them) and
   a PNG plot of the accuracies, both written under the sweep's workdir."""
   rows = collect(sweep, runs, root)
-  evaluated = [f'{task}_{m}' for task in ('none', 'nsp', 'sop') for m in ('accuracy', 'mlm_accuracy')]
-  columns = [c for c in (*METRICS, *evaluated) if any(c in r for r in rows)]
+  columns = [c for c in (*METRICS, *follow_up_columns(sweep)) if any(c in r for r in rows)]
   paper = sweep['paper']
   paper_columns = sorted({k for v in paper.values() for k in v})
   head = ['run', *columns, *[f'paper {c}' for c in paper_columns]]
