@@ -5,6 +5,7 @@ mid-save leaves no half checkpoint behind. The last `keep` checkpoints and the b
 are kept. A committed checkpoint that cannot be restored (a damaged file) is reported and skipped: restore falls
 back to the previous one, and never loads partial state.
 """
+import dataclasses
 import json
 import pathlib
 import time
@@ -14,18 +15,21 @@ import orbax.checkpoint as ocp
 from absl import logging
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
 
-from albert_jax.model import ConfigError
+from albert_jax.model import ConfigError, ModelConfig
 
 BEST_METRIC = 'eval_mlm_accuracy'
 
 
-def manager(workdir, keep: int) -> ocp.CheckpointManager:
+def manager(workdir, keep: int, best_metric: str = BEST_METRIC) -> ocp.CheckpointManager:
+  """Keeps the latest `keep` checkpoints and the one with the highest `best_metric`."""
   policy = preservation.AnyPreservationPolicy([
       preservation.LatestN(keep),
-      preservation.BestN(get_metric_fn=lambda metrics: metrics[BEST_METRIC], reverse=False, n=1,
+      preservation.BestN(get_metric_fn=lambda metrics: metrics[best_metric], reverse=False, n=1,
                          keep_checkpoints_without_metrics=False),
   ])
-  options = ocp.CheckpointManagerOptions(preservation_policy=policy, enable_async_checkpointing=True,
+  # best_fn as well: without it orbax writes no metrics with a checkpoint, and BestN has nothing to rank.
+  options = ocp.CheckpointManagerOptions(preservation_policy=policy, best_fn=lambda metrics: metrics[best_metric],
+                                         best_mode='max', enable_async_checkpointing=True,
                                          cleanup_tmp_directories=True)
   return ocp.CheckpointManager(pathlib.Path(workdir).absolute() / 'checkpoints', options=options,
                                item_names=('state', 'data'))
@@ -35,6 +39,17 @@ def save(mngr: ocp.CheckpointManager, step: int, state, data_state: dict, metric
          force: bool = False) -> None:
   mngr.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), data=ocp.args.JsonSave(data_state)),
             metrics=metrics, force=force)
+
+
+def best_step(mngr: ocp.CheckpointManager, metric: str = BEST_METRIC):
+  """(step, metrics) of the checkpoint with the highest `metric`, or None when none was saved with it."""
+  scored = [(step, mngr.metrics(step)) for step in mngr.all_steps()]
+  scored = [(step, m) for step, m in scored if m and metric in m]
+  return max(scored, key=lambda x: (x[1][metric], x[0])) if scored else None
+
+
+def restore_state(mngr: ocp.CheckpointManager, step: int, abstract_state):
+  return mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))).state
 
 
 def restore_latest(mngr: ocp.CheckpointManager, abstract_state):
@@ -75,6 +90,8 @@ def check_workdir(workdir: pathlib.Path, config) -> None:
   if saved.exists():
     before = json.loads(saved.read_text()).get('model', {})
     now = json.loads(config.model.to_json_best_effort())
+    # A field added since that run began holds its default there.
+    before = {**dataclasses.asdict(ModelConfig()), **before}
     changed = {k: (before.get(k), v) for k, v in now.items() if before.get(k) != v}
     if changed:
       raise ConfigError(f'{workdir} holds a run of a different model ({", ".join(f"model.{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())}). '

@@ -63,6 +63,63 @@ def defaults() -> ml_collections.ConfigDict:
   return config
 
 
+def finetune_defaults() -> ml_collections.ConfigDict:
+  """A fine-tuning run's schema (configs/finetune/*.py start here): the original's run_classifier defaults.
+
+  The model's shape comes from `init` (a checkpoint); `model` gives it only when init is 'none' (random weights,
+  the control), and otherwise its dropout, dtype and remat settings apply to the loaded model."""
+  base = defaults()
+  config = ml_collections.ConfigDict()
+  # A pretraining workdir (its best checkpoint by held-out MLM accuracy), anything albert_jax.from_pretrained
+  # reads (ours, an HF directory, an original TF checkpoint), or 'none'.
+  config.init = 'none'
+  config.model = base.model
+  config.task = ml_collections.ConfigDict()
+  config.task.name = ''
+  config.task.data = 'tfds'  # 'tfds', or the folder or file in the original's format
+  config.task.max_seq_length = 512
+  config.task.classifier_dropout = 0.1  # the original's hard-coded 0.1 on the pooled output
+  config.data = ml_collections.ConfigDict()
+  config.data.vocab = ml_collections.config_dict.placeholder(str)  # None: the one that came with `init`
+  config.data.tfds_data_dir = ml_collections.config_dict.placeholder(str)
+
+  config.train = ml_collections.ConfigDict()
+  config.train.batch_size = 32
+  config.train.eval_batch_size = 32
+  config.train.num_steps = 1000
+  config.train.optimizer = 'adamw'  # the original fine-tunes with AdamW (no bias correction), wd 0.01, clip 1
+  config.train.learning_rate = 5e-5
+  config.train.warmup_steps = 0
+  for name in ('poly_power', 'weight_decay', 'beta1', 'beta2', 'epsilon', 'clip_norm', 'seed'):
+    config.train[name] = base.train[name]
+  config.train.log_every = 100
+  # Every checkpoint is evaluated on dev and the best one kept, as the original's model.ckpt-best.
+  config.train.checkpoint_every = 100
+  config.train.keep_checkpoints = 2  # the latest ones, besides the best
+  config.mesh = base.mesh
+  return config
+
+
+def validate_finetune(config: ml_collections.ConfigDict, model: ModelConfig) -> None:
+  """Checks a fine-tuning config against the model it will fine-tune; raises ConfigError naming the fix."""
+  if not config.task.name:
+    raise ConfigError('config.task.name is not set: start from a config in configs/finetune/.')
+  if not 3 < config.task.max_seq_length <= model.max_position_embeddings:
+    raise ConfigError(f'config.task.max_seq_length {config.task.max_seq_length} must be above 3 and at most the '
+                      f'model\'s max_position_embeddings {model.max_position_embeddings}.')
+  if not 0 <= config.task.classifier_dropout < 1:
+    raise ConfigError(f'config.task.classifier_dropout must be in [0, 1), got {config.task.classifier_dropout}.')
+  train = config.train
+  for name in ('batch_size', 'eval_batch_size', 'num_steps', 'log_every', 'checkpoint_every', 'keep_checkpoints'):
+    if train[name] < 1:
+      raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
+  if train.optimizer not in ('lamb', 'adamw'):
+    raise ConfigError(f"config.train.optimizer {train.optimizer!r}: expected 'lamb' or 'adamw'.")
+  if not 0 <= train.warmup_steps < train.num_steps or train.learning_rate <= 0:
+    raise ConfigError(f'config.train: warmup_steps ({train.warmup_steps}) must be below num_steps '
+                      f'({train.num_steps}) and learning_rate positive.')
+
+
 def validate(config: ml_collections.ConfigDict) -> ModelConfig:
   """Checks the whole config and returns the model's part as a ModelConfig; raises ConfigError naming the fix."""
   model = ModelConfig.from_config(config.model)

@@ -166,7 +166,7 @@ def _to_external(params, cfg: ModelConfig, entries_fn: Callable) -> dict:
 def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source: str) -> dict:
   """Our params (numpy) from external tensors, checked against the shapes the config implies."""
   target = _unboxed_shapes(cfg)
-  projection = cfg.embedding_size != cfg.hidden_size
+  projection = cfg.embedding_size != cfg.hidden_size or cfg.embedding_projection
   entries = entries_fn(cfg.num_groups, cfg.inner_group_num, projection)
   missing = [e.name for e in entries if e.name not in tensors]
   if missing:
@@ -248,7 +248,7 @@ def _config_json(cfg: ModelConfig, act_map: dict) -> dict:
 def hf_state_dict(params, cfg: ModelConfig) -> dict:
   """HF `AlbertForPreTraining` tensors (numpy, torch layouts) from our params."""
   tensors = _to_external(params, cfg, _hf_entries)
-  if cfg.embedding_size == cfg.hidden_size:
+  if 'embedding_projection' not in params['encoder']:
     # HF always has the E -> H mapping; the original (and we) have none when E == H: export the identity.
     tensors['albert.encoder.embedding_hidden_mapping_in.weight'] = np.eye(cfg.hidden_size, dtype=np.float32)
     tensors['albert.encoder.embedding_hidden_mapping_in.bias'] = np.zeros(cfg.hidden_size, np.float32)
@@ -304,12 +304,11 @@ def load_hf(directory) -> tuple:
   tensors = _read_hf_tensors(directory)
   tensors = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in tensors.items()}
   if cfg.embedding_size == cfg.hidden_size:
+    # HF keeps an E -> H mapping even when E == H (the original has none): keep it unless it is the identity.
     w = tensors.get('albert.encoder.embedding_hidden_mapping_in.weight')
     b = tensors.get('albert.encoder.embedding_hidden_mapping_in.bias')
     if w is not None and not (np.array_equal(w, np.eye(cfg.hidden_size)) and not np.any(b)):
-      raise CheckpointError(f'{directory}: embedding_size == hidden_size but embedding_hidden_mapping_in is not '
-                            f'the identity. albert_jax follows the original ALBERT, which has no E -> H mapping '
-                            f'when E == H, so it cannot hold this model exactly.')
+      cfg = dataclasses.replace(cfg, embedding_projection=True)
   return cfg, _from_external(tensors, cfg, _hf_entries, str(directory))
 
 

@@ -102,6 +102,9 @@ class ModelConfig:
   # TPUs want); num_layers unrolls it, which spares XLA:CPU copying every layer's activations in and out of
   # the loop (~20% faster training on a CPU) at a compile time that grows with depth.
   scan_unroll: int = 1
+  # Keep a dense E -> H projection even when E == H. The original (and BERT) have none then; HF's ALBERT always
+  # has one, so an HF model with E == H is loaded with it.
+  embedding_projection: bool = False
 
   def __post_init__(self):
     def fail(msg):
@@ -185,7 +188,7 @@ class AlbertOutput:
   sop_logits: jax.Array  # [batch, 2]; class 1 = swapped (SOP) or random next (NSP)
 
 
-def _init(config: ModelConfig):
+def initializer(config: ModelConfig):
   # TF's truncated_normal_initializer: N(0, stddev) cut at 2 stddev and NOT rescaled (actual std ~0.88 stddev).
   stddev = config.initializer_range
   return lambda key, shape, dtype=jnp.float32: stddev * jax.random.truncated_normal(key, -2.0, 2.0, shape, dtype)
@@ -214,7 +217,7 @@ class Dense(nn.Module):
   @nn.compact
   def __call__(self, x, copy=None):
     n_in, n_out = math.prod(self.in_shape), math.prod(self.out_shape)
-    kernel = _layer_param(self, 'kernel', _init(self.config), (n_in, n_out), (self.in_axis, self.out_axis),
+    kernel = _layer_param(self, 'kernel', initializer(self.config), (n_in, n_out), (self.in_axis, self.out_axis),
                           self.copies, copy)
     bias = _layer_param(self, 'bias', nn.initializers.zeros, (n_out,), (self.out_axis,), self.copies, copy)
     dtype = jnp.dtype(self.config.dtype)
@@ -274,7 +277,7 @@ class Embeddings(nn.Module):
   deterministic: bool = True
 
   def setup(self):
-    cfg, init = self.config, _init(self.config)
+    cfg, init = self.config, initializer(self.config)
     param_dtype = jnp.dtype(cfg.param_dtype)
     self.word_embeddings = self.param(
         'word_embeddings', nn.with_logical_partitioning(init, ('vocab', 'embedding')),
@@ -411,7 +414,7 @@ class Encoder(nn.Module):
   @nn.compact
   def __call__(self, x, mask_bias):
     cfg = self.config
-    if cfg.embedding_size != cfg.hidden_size:
+    if cfg.embedding_size != cfg.hidden_size or cfg.embedding_projection:
       x = Dense(cfg, (cfg.embedding_size,), (cfg.hidden_size,), 'embedding', 'hidden',
                 name='embedding_projection')(x)
     x = nn.with_logical_constraint(x, ('batch', 'length', 'act_hidden'))
@@ -440,6 +443,29 @@ class MLMHead(nn.Module):
     return (embeddings.attend(x) + bias.astype(jnp.dtype(cfg.dtype))).astype(jnp.float32)
 
 
+def backbone(cfg: ModelConfig, input_ids, token_type_ids, attention_mask, deterministic: bool) -> tuple:
+  """(embeddings module, sequence_output, pooled_output): the encoder every head sits on. Called inside a
+  module's compact method, it creates the submodules `embeddings`, `encoder` and `pooler` there, so that the
+  pretraining model and the downstream models (downstream/heads.py) share one parameter layout.
+
+  input_ids, token_type_ids, attention_mask: int [batch, length]; attention_mask 1 = real token.
+  """
+  if token_type_ids is None:
+    token_type_ids = jnp.zeros_like(input_ids)
+  if attention_mask is None:
+    attention_mask = jnp.ones_like(input_ids)
+  if input_ids.shape[1] > cfg.max_position_embeddings:
+    raise ValueError(f'sequence length {input_ids.shape[1]} exceeds model.max_position_embeddings '
+                     f'{cfg.max_position_embeddings}.')
+  # [batch, 1, 1, key]: padded keys get -10000 before the softmax.
+  mask_bias = ((1.0 - attention_mask.astype(jnp.float32)) * MASK_BIAS)[:, None, None, :]
+  embeddings = Embeddings(cfg, deterministic, name='embeddings')
+  sequence_output = Encoder(cfg, deterministic, name='encoder')(embeddings(input_ids, token_type_ids), mask_bias)
+  pooled_output = jnp.tanh(Dense(cfg, (cfg.hidden_size,), (cfg.hidden_size,), 'hidden', 'hidden_out',
+                                 name='pooler')(sequence_output[:, 0]))
+  return embeddings, sequence_output, pooled_output
+
+
 class Albert(nn.Module):
   """ALBERT for pretraining: encoder, tanh pooler on [CLS], MLM head and sentence-order head."""
   config: ModelConfig
@@ -453,22 +479,8 @@ class Albert(nn.Module):
     does the same), otherwise at every position.
     """
     cfg = self.config
-    if token_type_ids is None:
-      token_type_ids = jnp.zeros_like(input_ids)
-    if attention_mask is None:
-      attention_mask = jnp.ones_like(input_ids)
-    if input_ids.shape[1] > cfg.max_position_embeddings:
-      raise ValueError(f'sequence length {input_ids.shape[1]} exceeds model.max_position_embeddings '
-                       f'{cfg.max_position_embeddings}.')
-    # [batch, 1, 1, key]: padded keys get -10000 before the softmax.
-    mask_bias = ((1.0 - attention_mask.astype(jnp.float32)) * MASK_BIAS)[:, None, None, :]
-
-    embeddings = Embeddings(cfg, deterministic, name='embeddings')
-    x = embeddings(input_ids, token_type_ids)
-    sequence_output = Encoder(cfg, deterministic, name='encoder')(x, mask_bias)
-
-    pooled_output = jnp.tanh(Dense(cfg, (cfg.hidden_size,), (cfg.hidden_size,), 'hidden', 'hidden_out',
-                                   name='pooler')(sequence_output[:, 0]))
+    embeddings, sequence_output, pooled_output = backbone(cfg, input_ids, token_type_ids, attention_mask,
+                                                          deterministic)
     sop_logits = Dense(cfg, (cfg.hidden_size,), (2,), 'hidden', None, name='sop_head')(
         pooled_output).astype(jnp.float32)
 

@@ -48,7 +48,7 @@ def rates(sums: dict, prefix: str = '') -> dict:
 
 @dataclasses.dataclass
 class Program:
-  model: Albert
+  model: nn.Module
   tx: optax.GradientTransformation
   abstract_params: dict
   state_sharding: dict
@@ -71,12 +71,25 @@ class Program:
 
 
 def build(config, model_config: ModelConfig, mesh) -> Program:
-  """The model, optimizer, shardings and jitted steps for `config` on `mesh`. Trace and run the steps inside
-  `jax.set_mesh(mesh)` and `nn.logical_axis_rules(sharding.RULES)`: activations are constrained by name."""
+  """The pretraining program for `config` on `mesh`. Trace and run its steps inside `jax.set_mesh(mesh)` and
+  `nn.logical_axis_rules(sharding.RULES)`: activations are constrained by name."""
   model = Albert(model_config)
-  boxed = jax.eval_shape(lambda: init_params(model, jax.random.key(0)))
+  task, eval_rng = config.data.sentence_task, jax.random.key(0)  # no dropout in evaluation: the key is unused
+  return make_program(
+      model, lambda rng: init_params(model, rng),
+      lambda params, batch, rng, deterministic: losses(model, params, batch, rng, task, deterministic),
+      lambda params, batch: losses(model, params, batch, eval_rng, task, True)[1], config.train, mesh)
+
+
+def make_program(model: nn.Module, init: Callable, loss: Callable, evaluate_batch: Callable, train_config,
+                 mesh) -> Program:
+  """The state, its shardings and the jitted steps of any model: pretraining (build) and fine-tuning share it.
+
+  init(rng) -> boxed params; loss(params, batch, dropout_rng, deterministic) -> (loss, sums for metrics);
+  evaluate_batch(params, batch) -> what an eval step returns (replicated on every device)."""
+  boxed = jax.eval_shape(init, jax.random.key(0))
   abstract_params = nn.unbox(boxed)
-  tx = optim.make(config.train, abstract_params, boxed)
+  tx = optim.make(train_config, abstract_params, boxed)
   params_sharding = sharding.param_shardings(boxed, mesh)
   replicated = NamedSharding(mesh, PartitionSpec())
   state_sharding = {'step': replicated, 'params': params_sharding,
@@ -84,20 +97,20 @@ def build(config, model_config: ModelConfig, mesh) -> Program:
                                                               params_sharding, mesh)}
 
   def new_state(rng):
-    params = nn.unbox(init_params(model, rng))
+    params = nn.unbox(init(rng))
     return {'step': jnp.zeros((), jnp.int32), 'params': params, 'opt_state': tx.init(params)}
 
-  task, train = config.data.sentence_task, config.train
+  train = train_config
   base_rng = jax.random.key(train.seed + 1)
   learning_rate = optim.schedule(train.learning_rate, train.warmup_steps, train.num_steps, train.poly_power)
 
   def train_step(state, batch):
     rng = jax.random.fold_in(base_rng, state['step'])
-    grad_fn = jax.value_and_grad(lambda p: losses(model, p, batch, rng, task, False), has_aux=True)
-    (loss, sums), grads = grad_fn(state['params'])
+    grad_fn = jax.value_and_grad(lambda p: loss(p, batch, rng, False), has_aux=True)
+    (value, sums), grads = grad_fn(state['params'])
     updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
     params = optax.apply_updates(state['params'], updates)
-    out = {'loss': loss, 'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(params),
+    out = {'loss': value, 'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(params),
            'learning_rate': learning_rate(state['step']), 'sums': sums}
     ratios = optim.trust_ratios(opt_state)
     if ratios:
@@ -112,8 +125,7 @@ def build(config, model_config: ModelConfig, mesh) -> Program:
       new_state=jax.jit(new_state, out_shardings=state_sharding),
       train_step=jax.jit(train_step, in_shardings=(state_sharding, batch_sharding),
                          out_shardings=(state_sharding, replicated), donate_argnums=0),
-      eval_step=jax.jit(lambda params, batch: losses(model, params, batch, base_rng, task, True)[1],
-                        in_shardings=(params_sharding, batch_sharding), out_shardings=replicated))
+      eval_step=jax.jit(evaluate_batch, in_shardings=(params_sharding, batch_sharding), out_shardings=replicated))
 
 
 def evaluate(program: Program, params, held_out: dict, mesh) -> dict:

@@ -248,12 +248,19 @@ def test_bert_shape_without_projection_exports_an_identity_mapping(tmp_path):
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
   back, back_params, _ = albert_jax.from_pretrained(tmp_path)
   assert 'embedding_projection' not in back_params['encoder']
-  # An HF model whose E == H mapping is not the identity cannot be held without changing its function.
+  # HF keeps an E -> H mapping when E == H: a real (non-identity) one is loaded as it is, and exported back.
   with torch.no_grad():
     hf.albert.encoder.embedding_hidden_mapping_in.weight.mul_(2.0)
+    hf.albert.encoder.embedding_hidden_mapping_in.bias.add_(0.1)
   hf.save_pretrained(tmp_path / 'scaled')
-  with pytest.raises(CheckpointError, match='not the identity'):
-    albert_jax.from_pretrained(tmp_path / 'scaled')
+  model, params, config = albert_jax.from_pretrained(tmp_path / 'scaled')
+  assert config.model.embedding_projection and 'embedding_projection' in params['encoder']
+  for ours, theirs in zip(our_logits(model, params, *inputs()), hf_logits(hf, *inputs())):
+    np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
+  interop.save_hf(tmp_path / 'again', params, ModelConfig.from_config(config.model))
+  again = transformers.AlbertForPreTraining.from_pretrained(tmp_path / 'again').state_dict()
+  for name, tensor in hf.state_dict().items():
+    np.testing.assert_array_equal(again[name].numpy(), tensor.numpy(), err_msg=name)
 
 
 def test_our_format_round_trips_exactly(tmp_path):

@@ -1,0 +1,263 @@
+"""Fine-tune a pretrained ALBERT on a downstream task and evaluate it as the paper does.
+
+  python -m albert_jax.finetune --config=configs/finetune/builtin.py --config.init=/tmp/albert_tiny \
+      --workdir=/tmp/albert_tiny_builtin
+
+`init` is a pretraining workdir (its best checkpoint by held-out MLM accuracy), anything
+`albert_jax.from_pretrained` reads, or 'none' (random weights: the control). The same command resumes. Every
+checkpoint is evaluated on dev and the best one kept (the paper's figures are best-of-checkpoints); at the end the
+best is restored, scored on every dev split, and its predictions written in the leaderboards' formats.
+Reads top to bottom like train.py, whose machinery it uses: mesh, compiled steps, checkpoints, progress, metrics.
+"""
+import dataclasses
+import json
+import pathlib
+import signal
+
+import flax.linen as nn
+import jax
+import ml_collections
+import numpy as np
+from absl import flags, logging
+from ml_collections import config_flags
+
+from albert_jax import aot, checkpoint, interop, metrics, sharding
+from albert_jax import step as step_lib
+from albert_jax.config import defaults, run_cli, validate, validate_finetune
+from albert_jax.data import pipeline as pipeline_lib
+from albert_jax.data.tokenizer import Tokenizer
+from albert_jax.downstream import builtin, glue, race
+from albert_jax.model import ConfigError, ModelConfig
+from albert_jax.summary import training_flops_per_sequence
+
+_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config in configs/finetune/.', lock_config=True)
+_WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files, results, predictions.')
+
+# Settings of config.model that apply to a loaded model (its shape comes from the checkpoint).
+RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtype', 'remat', 'scan_unroll')
+PRETRAINED_PARTS = ('embeddings', 'encoder', 'pooler')  # what a downstream model takes from a pretrained one
+
+
+def make_task(config):
+  if config.task.name in glue.GLUE:
+    return glue.GlueTask(config)
+  if config.task.name == 'race':
+    return race.RaceTask(config)
+  if config.task.name == 'builtin':
+    return builtin.BuiltinTask(config)
+  raise ConfigError(f'config.task.name {config.task.name!r} is not a task; known: '
+                    f'{", ".join([*glue.GLUE, "race", "builtin"])}.')
+
+
+def load_init(config) -> tuple:
+  """(model config, pretrained params or None, vocabulary path or None, what was loaded) for `config.init`."""
+  init = config.init
+  if init == 'none':
+    return ModelConfig.from_config(config.model), None, None, 'random weights (init none)'
+  path = pathlib.Path(init)
+  if (path / 'config.json').exists() and (path / 'checkpoints').is_dir():  # a pretraining workdir
+    pretraining = defaults()
+    pretraining.update(json.loads((path / 'config.json').read_text()))
+    model_config = validate(pretraining)
+    mngr = checkpoint.manager(path, pretraining.train.keep_checkpoints)
+    best = checkpoint.best_step(mngr) or (mngr.latest_step(), None)
+    if best[0] is None:
+      raise ConfigError(f'config.init {init}: that pretraining workdir has no checkpoint yet.')
+    mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.devices()[:1])
+    program = step_lib.build(pretraining, model_config, mesh)
+    params = jax.device_get(checkpoint.restore_state(mngr, best[0], program.abstract_state())['params'])
+    vocab = (str(pipeline_lib.builtin_vocab_path(pretraining.data.tfds_data_dir, model_config.vocab_size))
+             if pretraining.data.vocab == 'builtin' else pretraining.data.vocab)
+    score = f', held-out MLM accuracy {best[1][checkpoint.BEST_METRIC]:.4f}' if best[1] else ''
+    return model_config, params, vocab, f'{init} step {best[0]}{score}'
+  _, params, loaded = interop.from_pretrained(init)
+  model_config = ModelConfig.from_config(loaded.model)
+  vocab = loaded.data.vocab if interop.detect_format(init) == 'albert_jax' else next(
+      (str(f) for f in (path / 'spiece.model', path.parent / '30k-clean.model') if f.exists()), None)
+  return model_config, params, vocab, str(init)
+
+
+def load_tokenizer(config, vocab, model_config: ModelConfig) -> Tokenizer:
+  path = config.data.vocab or vocab
+  if path is None:
+    raise ConfigError(f'no vocabulary came with config.init {config.init}: set --config.data.vocab to the '
+                      f'SentencePiece .model it was pretrained with.')
+  if path == 'builtin':
+    path = str(pipeline_lib.builtin_vocab_path(config.data.tfds_data_dir, model_config.vocab_size))
+  return Tokenizer(path, vocab_size=model_config.vocab_size)  # a size that differs from the model's stops here
+
+
+def place(tree, shardings):
+  """Host numpy arrays (the same on every host) as global arrays with `shardings`."""
+  return jax.tree.map(lambda x, s: jax.make_array_from_callback(x.shape, s, lambda index: np.asarray(x)[index]),
+                      tree, shardings)
+
+
+def training_rows(count: int, step: int, batch_size: int, seed: int, host: int, hosts: int) -> np.ndarray:
+  """This host's rows of the global batch at `step`: epochs of seeded permutations laid end to end, so a batch
+  is a function of the step alone (and resuming is exact without any data state)."""
+  positions = np.arange(step * batch_size, (step + 1) * batch_size)
+  epochs, offsets = positions // count, positions % count
+  orders = {e: np.random.default_rng([seed, e]).permutation(count) for e in np.unique(epochs)}
+  rows = np.array([orders[e][o] for e, o in zip(epochs, offsets)])
+  per_host = batch_size // hosts
+  return rows[host * per_host:(host + 1) * per_host]
+
+
+def evaluate(program, params, features: dict, batch_size: int, mesh) -> dict:
+  """The eval step's outputs for every row of `features`, in order (the last batch padded with weight-0 rows)."""
+  count, host, hosts = len(features['weights']), jax.process_index(), jax.process_count()
+  per_host, outputs = batch_size // hosts, []
+  for start in range(0, count, batch_size):
+    rows = np.arange(start, start + batch_size)[host * per_host:(host + 1) * per_host]
+    batch = {k: v[np.minimum(rows, count - 1)] for k, v in features.items()}
+    batch['weights'] = np.where(rows < count, batch['weights'], 0).astype(np.float32)
+    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+      outputs.append(jax.device_get(program.eval_step(params, sharding.global_batch(batch, mesh))))
+  return {k: np.concatenate([o[k] for o in outputs])[:count] for k in outputs[0]}
+
+
+def split_prefix(split: str) -> str:
+  return 'eval_' if split == 'dev' else f'eval_{split[len("dev_"):]}_'
+
+
+def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
+  """Fine-tunes (or resumes) the run in `workdir`; returns the best checkpoint's dev metrics."""
+  # ---- Config, starting point and workdir: every check before anything expensive.
+  model_config, pretrained, vocab, init_description = load_init(config)
+  if config.init != 'none':
+    model_config = dataclasses.replace(model_config, **{k: config.model[k] for k in RUNTIME_FIELDS})
+  validate_finetune(config, model_config)
+  config = ml_collections.ConfigDict(config.to_dict())  # unlocked copy: the model actually fine-tuned is recorded
+  config.model = ml_collections.ConfigDict(model_config.__dict__)
+  workdir = pathlib.Path(workdir)
+  workdir.mkdir(parents=True, exist_ok=True)
+  checkpoint.check_workdir(workdir, config)
+  mesh = sharding.make_mesh(config.mesh, devices)
+  for name in ('batch_size', 'eval_batch_size'):
+    sharding.check_batch_size(config.train[name], mesh, f' (config.train.{name})')
+  host, hosts = jax.process_index(), jax.process_count()
+  say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
+  tokenizer = load_tokenizer(config, vocab, model_config)
+  task = make_task(config)
+  if host == 0:
+    (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2) + '\n')
+
+  # ---- Data: every split read, checked and turned into features before training starts.
+  splits = task.splits()
+  features = {split: task.features(examples, tokenizer, f'{task.name} {split}')
+              for split, (examples, _) in splits.items()}
+  train_count = len(features['train']['weights'])
+  say(f'{task.name}: ' + ', '.join(f'{split} {len(examples):,}' for split, (examples, _) in splits.items()) +
+      f' examples; starting from {init_description}')
+
+  # ---- Model, optimizer, shardings and the compiled train step (train.py's program, with the task's head).
+  model = task.model(model_config)
+  dummy = task.dummy_inputs()
+  program = step_lib.make_program(
+      model, lambda rng: model.init({'params': rng}, **dummy)['params'],
+      lambda params, batch, rng, deterministic: task.loss(model, params, batch, rng, deterministic),
+      lambda params, batch: task.predict(model, params, batch), config.train, mesh)
+  abstract_state = program.abstract_state()
+  abstract_batch = {k: jax.ShapeDtypeStruct((config.train.batch_size, *v.shape[1:]), v.dtype,
+                                            sharding=program.batch_sharding)
+                    for k, v in features['train'].items()}
+  try:
+    train_step = aot.compile_train_step(program, abstract_state, abstract_batch, mesh)
+  except aot.OutOfMemory as e:
+    raise ConfigError(f'the fine-tuning step does not fit in device memory ({e}): lower config.train.batch_size '
+                      f'or set config.model.remat.') from None
+
+  # ---- State: the newest complete checkpoint, else the pretrained parameters under a new head.
+  checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints, best_metric=task.metric)
+  restored = checkpoint.restore_latest(checkpoints, abstract_state)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+    if restored:
+      first_step, state, _ = restored
+      say(f'resumed from step {first_step} in {workdir}')
+    else:
+      first_step = 0
+      state = program.new_state(jax.random.key(config.train.seed))
+      if pretrained is not None:
+        params = dict(state['params'])
+        for part in PRETRAINED_PARTS:
+          params[part] = place(pretrained[part], program.state_sharding['params'][part])
+        state = {**state, 'params': params}
+
+  score = lambda params, split: task.score(evaluate(program, params, features[split], config.train.eval_batch_size,
+                                                    mesh), features[split], split_prefix(split))
+
+  # ---- The loop: train; at every checkpoint, score dev and save with the score.
+  stop = {'signal': None}
+  signal.signal(signal.SIGTERM, lambda signum, frame: stop.update(signal=signum))
+  writer = metrics.Writer(workdir, enabled=host == 0)
+  peak, peak_source = metrics.peak_flops_per_device()
+  flops_per_step = training_flops_per_sequence(model_config, config.task.max_seq_length, 0) * config.train.batch_size
+  progress = metrics.Progress(config.train.num_steps, flops_per_step, peak, len(mesh.devices.flat))
+  say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh '
+      f'{dict(mesh.shape)}, {hosts} host(s); best checkpoint by dev {task.metric}')
+  step = first_step
+  while step < config.train.num_steps:
+    rows = training_rows(train_count, step, config.train.batch_size, config.train.seed, host, hosts)
+    batch = {k: v[rows] for k, v in features['train'].items()}
+    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+      state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
+    progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
+    step += 1
+    step_metrics = jax.device_get(step_metrics)
+    if not all(np.isfinite(step_metrics[k]) for k in ('loss', 'grad_norm')):
+      checkpoints.wait_until_finished()
+      raise FloatingPointError(f'non-finite loss or gradient at step {step} (loss {step_metrics["loss"]}); the '
+                               f'last checkpoint is intact: lower train.learning_rate and resume.')
+    step_metrics.pop('sums')
+    if step % config.train.log_every == 0 or step == config.train.num_steps:
+      report = {**step_metrics, **progress.report(step), **metrics.memory_in_use()}
+      writer.scalars(step, report)
+      say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  {metrics.Progress.line(report)}')
+    is_last, preempted = step == config.train.num_steps, stop['signal'] is not None
+    if step % config.train.checkpoint_every == 0 or is_last:
+      dev = score(state['params'], 'dev')
+      writer.scalars(step, dev)
+      say(f'step {step} dev: ' + '  '.join(f'{k[5:]} {v:.4f}' for k, v in dev.items() if not k.endswith('_count')))
+      checkpoint.save(checkpoints, step, state, {'step': step}, {task.metric: float(dev[task.metric])}, force=True)
+    elif preempted:
+      checkpoint.save(checkpoints, step, state, {'step': step}, force=True)
+    if preempted:
+      checkpoints.wait_until_finished()
+      say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
+      return {'preempted_at': step}
+  checkpoints.wait_until_finished()
+
+  # ---- The best checkpoint: scored on every dev split, its predictions written.
+  best_step, _ = checkpoint.best_step(checkpoints, task.metric)
+  best = checkpoint.restore_state(checkpoints, best_step, abstract_state)['params']
+  result = {'best_step': best_step}
+  predictions = workdir / 'predictions'
+  for split, (examples, leaderboard_file) in splits.items():
+    if split == 'train':
+      continue
+    outputs = evaluate(program, best, features[split], config.train.eval_batch_size, mesh)
+    if split.startswith('dev'):
+      result.update(task.score(outputs, features[split], split_prefix(split)))
+    if host == 0:
+      predictions.mkdir(exist_ok=True)
+      (predictions / (leaderboard_file or f'{split}.tsv')).write_text(
+          '\n'.join(task.prediction_lines(outputs, examples)) + '\n')
+  if host == 0:
+    (workdir / 'result.json').write_text(json.dumps(result, indent=2) + '\n')
+  say(f'best checkpoint: step {best_step}; ' + '  '.join(
+      f'{k} {v:.4f} (n {result[k + "_count"]:,})' for k, v in result.items()
+      if k.startswith('eval_') and not k.endswith('_count')))
+  return result
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS['verbosity'].present:
+    logging.set_verbosity(logging.WARNING)
+  finetune_and_evaluate(_CONFIG.value, _WORKDIR.value)
+
+
+if __name__ == '__main__':
+  flags.mark_flags_as_required(['config', 'workdir'])
+  run_cli(main)

@@ -1,0 +1,22 @@
+"""GLUE QNLI: the original's run_glue.sh settings.
+
+COMMAND: python -m albert_jax.finetune --config=configs/finetune/qnli.py --config.init=PATH --workdir=DIR
+"""
+from albert_jax.config import finetune_defaults
+
+
+def get_config(arg=None):
+  del arg
+  config = finetune_defaults()
+  config.task.name = 'qnli'
+  config.task.data = 'tfds'  # or the GLUE download's folder (holding QNLI/)
+  config.task.test_predictions = True  # the leaderboard's TSV files, written from the best checkpoint
+  config.task.max_seq_length = 512  # run_glue.sh since 2020-03 (128 before)
+  # run_glue.sh: warmup, learning rate, steps, checkpoint interval (each checkpoint is evaluated), batch.
+  config.train.warmup_steps = 1986
+  config.train.learning_rate = 1e-5
+  config.train.num_steps = 33112
+  config.train.checkpoint_every = 200
+  config.train.batch_size = 32
+  config.train.eval_batch_size = 32
+  return config

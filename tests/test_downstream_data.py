@@ -1,0 +1,220 @@
+"""Downstream data and metrics: GLUE's scorers against independent computations and hand-worked cases; GLUE and
+RACE read from small files in the original formats and from TFDS mock data; bad files stopped with the file and
+line named."""
+import json
+
+import numpy as np
+import pytest
+import scipy.stats
+import tensorflow_datasets as tfds
+from ml_collections import ConfigDict
+
+from albert_jax.config import finetune_defaults
+from albert_jax.downstream import builtin, glue, race
+from albert_jax.downstream.glue import DataError
+
+
+# ---- metrics ----------------------------------------------------------------------------------------------------
+
+def test_f1_and_matthews_on_hand_worked_cases():
+  gold = np.array([1, 1, 1, 0, 0, 0, 0, 1])
+  predicted = np.array([1, 1, 0, 0, 0, 1, 0, 1])
+  # tp 3, fp 1, fn 1, tn 3: F1 = 6 / 8; MCC = (9 - 1) / sqrt(4 * 4 * 4 * 4) = 0.5
+  assert glue.f1(predicted, gold) == pytest.approx(0.75)
+  assert glue.matthews(predicted, gold) == pytest.approx(0.5)
+  assert glue.matthews(np.ones(4, int), np.array([1, 0, 1, 0])) == 0.0  # an empty marginal: sklearn gives 0
+  assert glue.f1(np.zeros(4, int), np.array([1, 0, 1, 0])) == 0.0
+
+
+def test_correlations_equal_scipy_with_ties():
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 6, 200).astype(float)  # many ties
+  y = x + rng.normal(0, 2, 200)
+  assert glue.pearson(x, y) == pytest.approx(scipy.stats.pearsonr(x, y)[0], abs=1e-12)
+  assert glue.spearman(x, y) == pytest.approx(scipy.stats.spearmanr(x, y)[0], abs=1e-12)
+  assert glue.spearman(y, np.round(y)) == pytest.approx(scipy.stats.spearmanr(y, np.round(y))[0], abs=1e-12)
+
+
+def config_for(name, data, **task):
+  config = finetune_defaults()
+  config.task.name = name
+  config.task.data = str(data)
+  config.task.test_predictions = True
+  config.task.max_seq_length = 32
+  config.task.update(task)
+  return config
+
+
+def test_scores_carry_counts_and_the_task_metrics():
+  task = glue.GlueTask(config_for('mrpc', 'tfds'))
+  logits = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+  scores = task.score({'logits': logits}, {'label_ids': np.array([1, 0, 0, 1])})
+  assert scores == {'eval_accuracy': 0.75, 'eval_accuracy_count': 4, 'eval_f1': pytest.approx(0.8),
+                    'eval_f1_count': 4, 'eval_accuracy_f1': pytest.approx(0.775), 'eval_accuracy_f1_count': 4}
+  stsb = glue.GlueTask(config_for('stsb', 'tfds'))
+  lines = stsb.prediction_lines({'logits': np.array([[6.2], [-1.0], [2.5]])},
+                                [glue.Example(str(i), 'a') for i in range(3)])
+  assert lines == ['index\tprediction', '0\t5.000', '1\t0.000', '2\t2.500']  # clipped to GLUE's 0..5
+
+
+# ---- GLUE files in the original format ----------------------------------------------------------------------------
+
+def write_tsv(path, rows):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(''.join('\t'.join(row) + '\n' for row in rows), encoding='utf-8')
+
+
+def mnli_folder(root):
+  header = ['index', 'promptID', 'pairID', 'genre', 'p1', 'p2', 'p3', 'p4', 'sentence1', 'sentence2', 'label1',
+            'gold_label']
+  row = lambda i, a, b, label: [str(i), '1', '2', 'fiction', '', '', '', '', a, b, label, label]
+  write_tsv(root / 'MNLI' / 'train.tsv', [header, row(0, 'A man sleeps.', 'A person rests.', 'entailment'),
+                                          row(1, 'Café au lait.', 'No coffee.', 'contradiction')])
+  for split in ('dev_matched', 'dev_mismatched'):
+    write_tsv(root / 'MNLI' / f'{split}.tsv', [header, row(7, 'It rains.', 'It is wet.', 'neutral')])
+  test_header = header[:10]
+  for split in ('test_matched', 'test_mismatched'):
+    write_tsv(root / 'MNLI' / f'{split}.tsv', [test_header, row(3, 'x y', 'z', '')[:10]])
+  write_tsv(root / 'diagnostic' / 'diagnostic.tsv', [['index', 'sentence1', 'sentence2'], ['0', 'p', 'h']])
+
+
+def test_glue_tsv_folders_read_as_the_original_processors(tmp_path):
+  mnli_folder(tmp_path)
+  splits = glue.GlueTask(config_for('mnli', tmp_path)).splits()
+  assert list(splits) == ['train', 'dev', 'dev_mismatched', 'test', 'test_mismatched', 'ax']
+  train = splits['train'][0]
+  assert [(e.text_a, e.text_b, e.label) for e in train] == [('A man sleeps.', 'A person rests.', 'entailment'),
+                                                             ('Café au lait.', 'No coffee.', 'contradiction')]
+  assert splits['test'][1] == 'MNLI-m.tsv' and splits['ax'][1] == 'AX.tsv'
+  assert splits['test'][0][0].guid == '3' and splits['test'][0][0].label is None
+  # CoLA's train and dev files have no header; the sentence is the fourth column, the label the second.
+  write_tsv(tmp_path / 'CoLA' / 'train.tsv', [['gj04', '1', '', 'The book is red.'], ['gj04', '0', '*', 'Book red.']])
+  write_tsv(tmp_path / 'CoLA' / 'dev.tsv', [['gj04', '1', '', 'It is.']])
+  write_tsv(tmp_path / 'CoLA' / 'test.tsv', [['index', 'sentence'], ['0', 'Is it?']])
+  cola = glue.GlueTask(config_for('cola', tmp_path)).splits()
+  assert [(e.text_a, e.label) for e in cola['train'][0]] == [('The book is red.', '1'), ('Book red.', '0')]
+  assert cola['test'][0][0].text_a == 'Is it?'
+
+
+def test_glue_file_errors_name_the_file_line_and_fix(tmp_path):
+  mnli_folder(tmp_path)
+  (tmp_path / 'MNLI' / 'dev_mismatched.tsv').unlink()
+  with pytest.raises(DataError, match=r'dev_mismatched.tsv is missing.*config.task.data'):
+    glue.GlueTask(config_for('mnli', tmp_path)).splits()
+  mnli_folder(tmp_path)
+  (tmp_path / 'MNLI' / 'test_matched.tsv').unlink()
+  with pytest.raises(DataError, match='test_predictions=False'):
+    glue.GlueTask(config_for('mnli', tmp_path)).splits()
+  assert 'test' not in glue.GlueTask(config_for('mnli', tmp_path, test_predictions=False)).splits()
+  mnli_folder(tmp_path)
+  with open(tmp_path / 'MNLI' / 'train.tsv', 'a') as f:
+    f.write('2\t1\t2\tfiction\tonly five columns\n')
+  with pytest.raises(DataError, match=r'MNLI/train.tsv, line 4: 5 tab-separated fields'):
+    glue.GlueTask(config_for('mnli', tmp_path)).splits()
+  mnli_folder(tmp_path)
+  with open(tmp_path / 'MNLI' / 'train.tsv', 'a') as f:
+    f.write('\t'.join(['9', '1', '2', 'g', '', '', '', '', 'a', 'b', 'x', 'maybe']) + '\n')
+  with pytest.raises(DataError, match=r"line 4: label 'maybe' is not one of mnli's labels"):
+    glue.GlueTask(config_for('mnli', tmp_path)).splits()
+  with pytest.raises(DataError, match='is not a number'):
+    glue.GlueTask(config_for('stsb', 'tfds')).label_id('high', 'STS-B/train.tsv, line 2')
+
+
+def test_pairs_are_cut_from_the_longer_side(builtin_tokenizer):
+  a, b = 'one two three four five six seven eight nine ten eleven twelve', 'the file'
+  ids, segments = glue.encode(builtin_tokenizer, a, b, 12)
+  b_ids = list(builtin_tokenizer.encode([b])[0])
+  assert len(b_ids) < 12 // 2 - 1
+  assert len(ids) == 12 and ids[-len(b_ids) - 1:-1] == b_ids  # the short side kept whole
+  assert segments == [0] * (12 - len(b_ids) - 1) + [1] * (len(b_ids) + 1)
+
+
+# ---- TFDS mock data -----------------------------------------------------------------------------------------------
+
+def race_rows(self, split, **kwargs):
+  """TFDS race as tfds.testing.mock_data serves it, but well formed: 2 questions of 4 options per article."""
+  import tensorflow as tf
+  level = self.builder_config.name if self.builder_config else 'middle'
+  rows = {'article': [f'{level} article {i} about a ball.' for i in range(3)],
+          'questions': [['What is it about?', 'It is _.']] * 3,
+          'options': [[['a ball', 'a cat', 'a dog', 'a kite'], ['red', 'blue', 'green', 'old']]] * 3,
+          'answers': [['A', 'D']] * 3, 'example_id': [f'{level}{i}.txt' for i in range(3)]}
+  return tf.data.Dataset.from_tensor_slices(rows)
+
+
+def test_glue_and_race_read_tfds(builtin_tokenizer):
+  with tfds.testing.mock_data(num_examples=5):
+    splits = glue.GlueTask(config_for('mnli', 'tfds')).splits()
+    task = glue.GlueTask(config_for('stsb', 'tfds'))
+    stsb = task.splits()
+    # Mock data's random option lists are what a broken download would hold: stopped, named.
+    with pytest.raises(DataError, match=r'TFDS race/middle train .*: question 0 has \d+ options'):
+      race.RaceTask(config_for('race', 'tfds', levels='middle', max_qa_length=8)).splits()
+  assert {s: len(e) for s, (e, _) in splits.items()} == {s: 5 for s in splits}
+  assert all(e.label in glue.GLUE['mnli'].labels for e in splits['dev'][0])
+  assert all(e.label is None for e in splits['test'][0] + splits['ax'][0])
+  features = task.features(stsb['train'][0], builtin_tokenizer, 'stsb train')
+  assert features['label_ids'].dtype == np.float32 and features['input_ids'].shape == (5, 32)
+  with tfds.testing.mock_data(as_dataset_fn=race_rows):
+    questions = race.RaceTask(config_for('race', 'tfds', levels='middle,high', max_qa_length=8)).splits()['dev'][0]
+  assert len(questions) == 12 and {q.level for q in questions} == {'middle', 'high'}
+  assert questions[0].endings == ['What is it about? a ball', 'What is it about? a cat', 'What is it about? a dog',
+                                  'What is it about? a kite'] and questions[1].endings[3] == 'It is old.'
+  assert [q.label for q in questions[:2]] == [0, 3]
+
+
+# ---- RACE files ---------------------------------------------------------------------------------------------------
+
+def race_folder(root, **overrides):
+  article = {'id': 'middle1.txt', 'article': 'Tom has a red ball. He plays with it every day.',
+             'questions': ['What colour is the ball?', 'Tom plays with _ every day.'],
+             'options': [['red', 'blue', 'green', 'black'], ['a ball', 'a cat', 'a dog', 'a kite']],
+             'answers': ['A', 'A'], **overrides}
+  for split in ('train', 'dev', 'test'):
+    for level in ('middle', 'high'):
+      folder = root / 'RACE' / split / level
+      folder.mkdir(parents=True, exist_ok=True)
+      (folder / f'{level}1.txt').write_text(json.dumps(article))
+
+
+def test_race_files_become_four_endings_as_the_original(tmp_path, builtin_tokenizer):
+  race_folder(tmp_path)
+  task = race.RaceTask(config_for('race', tmp_path, levels='middle', max_qa_length=6))
+  questions = task.splits()['dev'][0]
+  assert [q.level for q in questions] == ['middle', 'middle']
+  assert questions[0].endings[1] == 'What colour is the ball? blue'
+  assert questions[1].endings[2] == 'Tom plays with a dog every day.'  # '_' filled by the option
+  features = task.features(questions, builtin_tokenizer, 'race dev')
+  ending = list(builtin_tokenizer.encode([questions[0].endings[1]])[0])[-6:]
+  row = features['input_ids'][0, 1]
+  length = int(features['input_mask'][0, 1].sum())
+  assert list(row[length - 7:length - 1]) == ending and row[length - 1] == 3  # ... [SEP] ending [SEP]
+  assert features['segment_ids'][0, 1, :length].tolist() == [0] * (length - 7) + [1] * 7
+  scores = task.score({'logits': np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])}, features)
+  assert scores['eval_accuracy'] == 0.5 and scores['eval_middle_accuracy_count'] == 2
+
+
+def test_race_errors_name_the_file_and_question(tmp_path):
+  race_folder(tmp_path, options=[['red', 'blue', 'green'], ['a', 'b', 'c', 'd']])
+  with pytest.raises(DataError, match=r'middle1.txt: question 0 has 3 options'):
+    race.RaceTask(config_for('race', tmp_path, levels='middle', max_qa_length=6)).splits()
+  race_folder(tmp_path, answers=['E', 'A'])
+  with pytest.raises(DataError, match=r"question 0 has answer 'E'"):
+    race.RaceTask(config_for('race', tmp_path, levels='middle', max_qa_length=6)).splits()
+  with pytest.raises(DataError, match='is missing'):
+    race.RaceTask(config_for('race', tmp_path / 'nowhere', levels='high', max_qa_length=6)).splits()
+
+
+# ---- the built-in task ------------------------------------------------------------------------------------------
+
+def test_builtin_examples_are_made_without_a_model():
+  documents = [['the cat sat on the mat today', 'short one'], ['we read the old book in the garden']]
+  train = builtin.make_examples(documents, 'train', seed=0)
+  assert [e.label for e in train] == ['1', '0', '1', '0']  # both versions of each long-enough sentence
+  assert train[0].text_a == 'the cat sat on the mat today'
+  assert sorted(train[1].text_a.split()) == sorted(train[0].text_a.split()) and train[1].text_a != train[0].text_a
+  words, swapped = train[0].text_a.split(), train[1].text_a.split()
+  differ = [i for i in range(len(words)) if words[i] != swapped[i]]
+  assert len(differ) == 2 and differ[1] == differ[0] + 1  # two neighbours exchanged
+  dev = builtin.make_examples(documents, 'dev', seed=0)
+  assert len(dev) == 2  # one version per sentence
