@@ -30,9 +30,6 @@ from albert_jax.downstream import builtin, glue, race
 from albert_jax.model import ConfigError, ModelConfig
 from albert_jax.summary import training_flops_per_sequence
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config in configs/finetune/.', lock_config=True)
-_WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files, results, predictions.')
-
 # Settings of config.model that apply to a loaded model (its shape comes from the checkpoint).
 RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtype', 'remat', 'scan_unroll')
 PRETRAINED_PARTS = ('embeddings', 'encoder', 'pooler')  # what a downstream model takes from a pretrained one
@@ -83,7 +80,7 @@ def load_tokenizer(config, vocab, model_config: ModelConfig) -> Tokenizer:
     raise ConfigError(f'no vocabulary came with config.init {config.init}: set --config.data.vocab to the '
                       f'SentencePiece .model it was pretrained with.')
   if path == 'builtin':
-    path = str(pipeline_lib.builtin_vocab_path(config.data.tfds_data_dir, model_config.vocab_size))
+    return pipeline_lib.load_tokenizer(config)  # trained on the built-in corpus on first use
   return Tokenizer(path, vocab_size=model_config.vocab_size)  # a size that differs from the model's stops here
 
 
@@ -255,9 +252,13 @@ def main(argv):
   del argv
   if not flags.FLAGS['verbosity'].present:
     logging.set_verbosity(logging.WARNING)
-  finetune_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  finetune_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir)
 
 
 if __name__ == '__main__':
+  # Defined here, not on import: train.py (which tests and sweeps import beside this module) has flags of the
+  # same names.
+  config_flags.DEFINE_config_file('config', None, 'Path to a config in configs/finetune/.', lock_config=True)
+  flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files, results, predictions.')
   flags.mark_flags_as_required(['config', 'workdir'])
   run_cli(main)

@@ -1,0 +1,160 @@
+"""The fine-tuning entry point: it starts from a pretraining workdir's best checkpoint, keeps the best checkpoint
+by dev, writes result.json and the leaderboards' files, resumes after SIGKILL exactly, and refuses bad setups
+before training."""
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+import tensorflow_datasets as tfds
+
+from albert_jax import checkpoint, finetune, train
+from albert_jax.data.tokenizer import VocabError
+from albert_jax.interop import CheckpointError
+from albert_jax.model import ConfigError
+from conftest import ROOT
+from test_downstream_data import mnli_folder, race_folder, write_tsv
+from test_train import read_scalars, small
+
+
+def builtin_config(tiny_config, init='none', **train_overrides):
+  spec = importlib.util.spec_from_file_location('builtin', ROOT / 'configs' / 'finetune' / 'builtin.py')
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config()
+  config.init = str(init)
+  config.data.tfds_data_dir = tiny_config.data.tfds_data_dir
+  config.train.update({**dict(batch_size=8, eval_batch_size=64, num_steps=12, warmup_steps=2, log_every=1,
+                              checkpoint_every=4), **train_overrides})
+  return config
+
+
+@pytest.fixture(scope='module')
+def pretrained(tiny_config, builtin_tokenizer, tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('pretrained')
+  train.train_and_evaluate(small(tiny_config, num_steps=20, eval_every=10, checkpoint_every=10), workdir,
+                           devices=jax.devices()[:1])
+  return workdir
+
+
+def test_init_from_a_pretraining_workdir_takes_its_best_checkpoint(pretrained, tiny_config):
+  mngr = checkpoint.manager(pretrained, 3)
+  scores = {step: mngr.metrics(step)[checkpoint.BEST_METRIC] for step in mngr.all_steps()}
+  assert sorted(scores) == [10, 20]  # the held-out MLM accuracy is saved with each evaluated checkpoint
+  best = max(scores, key=lambda s: (scores[s], s))
+  model_config, params, vocab, description = finetune.load_init(builtin_config(tiny_config, pretrained))
+  assert f'step {best}' in description and vocab.endswith('vocab-4000.model')
+  state = checkpoint.restore_state(mngr, best, None)
+  for part in finetune.PRETRAINED_PARTS:
+    jax.tree.map(np.testing.assert_array_equal, params[part], jax.device_get(state['params'][part]))
+
+
+def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pretrained, tiny_config, tmp_path):
+  result = finetune.finetune_and_evaluate(builtin_config(tiny_config, pretrained), tmp_path, jax.devices()[:1])
+  dev = read_scalars(tmp_path)['eval_accuracy']
+  assert sorted(dev) == [4, 8, 12]
+  best = max(dev, key=lambda s: (dev[s], s))
+  assert result['best_step'] == best and result['eval_accuracy'] == pytest.approx(dev[best], abs=1e-6)
+  saved = json.loads((tmp_path / 'result.json').read_text())
+  assert saved['eval_accuracy_count'] > 100 and saved['best_step'] == best
+  lines = (tmp_path / 'predictions' / 'dev.tsv').read_text().splitlines()
+  assert lines[0] == 'index\tprediction' and len(lines) == saved['eval_accuracy_count'] + 1
+  assert {line.split('\t')[1] for line in lines[1:]} <= {'0', '1'}
+  # The predictions are the best checkpoint's: their accuracy against the dev labels is the reported one.
+  task = finetune.make_task(builtin_config(tiny_config))
+  gold = [e.label for e in task.splits()['dev'][0]]
+  assert np.mean([line.split('\t')[1] == g for line, g in zip(lines[1:], gold)]) == pytest.approx(
+      saved['eval_accuracy'])
+
+
+@pytest.mark.parametrize('task', ['mrpc_tsv', 'stsb_tfds', 'mnli_tsv', 'race_files'])
+def test_each_task_family_fine_tunes_end_to_end(task, tiny_config, builtin_tokenizer, tmp_path):
+  config = builtin_config(tiny_config, num_steps=2, warmup_steps=1, checkpoint_every=1, eval_batch_size=8)
+  config.data.vocab = builtin_tokenizer.path  # TFDS's mock would also stand in for the built-in corpus
+  name, kind = task.split('_')
+  config.task.name, config.task.data, config.task.test_predictions = name, str(tmp_path / 'data'), True
+  config.task.max_seq_length = 32
+  if name == 'mrpc':
+    header = ['Quality', '#1 ID', '#2 ID', '#1 String', '#2 String']
+    for split, rows in (('train', [['1', 'a', 'b', 'It is raining.', 'Rain falls.'], ['0', 'c', 'd', 'x', 'y']]),
+                        ('dev', [['1', 'a', 'b', 'The file exists.', 'A file is there.']])):
+      write_tsv(tmp_path / 'data' / 'MRPC' / f'{split}.tsv', [header] + rows)
+    write_tsv(tmp_path / 'data' / 'MRPC' / 'test.tsv', [['index'] + header[1:], ['0', 'a', 'b', 'One.', 'Two.']])
+  elif name == 'mnli':
+    mnli_folder(tmp_path / 'data')
+  elif name == 'race':
+    config.task.update(levels='middle,high', max_qa_length=16)
+    race_folder(tmp_path / 'data')
+  if kind == 'tfds':
+    config.task.data = 'tfds'
+    with tfds.testing.mock_data(num_examples=6):
+      result = finetune.finetune_and_evaluate(config, tmp_path / 'run', jax.devices()[:1])
+  else:
+    result = finetune.finetune_and_evaluate(config, tmp_path / 'run', jax.devices()[:1])
+  expected = {'mrpc': {'eval_accuracy', 'eval_f1', 'eval_accuracy_f1'},
+              'stsb': {'eval_pearson', 'eval_spearman', 'eval_pearson_spearman'},
+              'mnli': {'eval_accuracy', 'eval_mismatched_accuracy'},
+              'race': {'eval_accuracy', 'eval_middle_accuracy', 'eval_high_accuracy'}}[name]
+  assert expected <= set(result) and all(f'{k}_count' in result for k in expected)
+  files = {'mrpc': {'dev.tsv', 'MRPC.tsv'}, 'stsb': {'dev.tsv', 'STS-B.tsv'},
+           'mnli': {'dev.tsv', 'dev_mismatched.tsv', 'MNLI-m.tsv', 'MNLI-mm.tsv', 'AX.tsv'},
+           'race': {'dev.tsv', 'test.tsv'}}[name]
+  assert {p.name for p in (tmp_path / 'run' / 'predictions').iterdir()} == files
+
+
+def test_bad_setups_fail_before_training(tiny_config, builtin_tokenizer, tmp_path):
+  config = builtin_config(tiny_config)
+  config.data.vocab = builtin_tokenizer.path
+  config.model.vocab_size = 3000  # the model (init none) and the 4000-piece vocabulary disagree
+  with pytest.raises(VocabError, match='4000 pieces but model.vocab_size is 3000'):
+    finetune.finetune_and_evaluate(config, tmp_path / 'a', jax.devices()[:1])
+  config = builtin_config(tiny_config)
+  config.task.name = 'sst3'
+  with pytest.raises(ConfigError, match="'sst3' is not a task; known: cola, sst2"):
+    finetune.finetune_and_evaluate(config, tmp_path / 'b', jax.devices()[:1])
+  config = builtin_config(tiny_config)
+  config.task.max_seq_length = 128
+  with pytest.raises(ConfigError, match='at most the model.s max_position_embeddings 64'):
+    finetune.finetune_and_evaluate(config, tmp_path / 'c', jax.devices()[:1])
+  with pytest.raises(CheckpointError, match='no checkpoint found'):
+    finetune.finetune_and_evaluate(builtin_config(tiny_config, tmp_path / 'nothing'), tmp_path / 'd')
+  for workdir in 'abcd':
+    assert not (tmp_path / workdir / 'checkpoints').exists()
+
+
+# --- interrupted runs, as separate processes ------------------------------------------------------------------------
+
+def run_cli(tiny_config, workdir):
+  args = [sys.executable, '-m', 'albert_jax.finetune', '--config=configs/finetune/builtin.py', '--config.init=none',
+          f'--workdir={workdir}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
+          '--config.train.batch_size=8', '--config.train.num_steps=24', '--config.train.log_every=1',
+          '--config.train.warmup_steps=4', '--config.train.checkpoint_every=8', '--config.train.eval_batch_size=128']
+  env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=2'}
+  return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_killed_finetuning_resumes_identically(tiny_config, builtin_tokenizer, tmp_path):
+  whole = run_cli(tiny_config, tmp_path / 'whole')
+  out, err = whole.communicate(timeout=600)
+  assert whole.returncode == 0, err[-3000:]
+  interrupted = run_cli(tiny_config, tmp_path / 'killed')
+  deadline = time.time() + 300
+  while not (tmp_path / 'killed' / 'checkpoints' / '8').exists():
+    assert interrupted.poll() is None and time.time() < deadline, 'the run ended before it could be interrupted'
+    time.sleep(0.05)
+  interrupted.send_signal(signal.SIGKILL)
+  interrupted.communicate(timeout=60)
+  resumed = run_cli(tiny_config, tmp_path / 'killed')
+  out, err = resumed.communicate(timeout=600)
+  assert resumed.returncode == 0, err[-3000:]
+  assert 'resumed from step' in out
+  expected, got = read_scalars(tmp_path / 'whole'), read_scalars(tmp_path / 'killed')
+  np.testing.assert_array_equal([got['loss'][s] for s in range(1, 25)], [expected['loss'][s] for s in range(1, 25)])
+  assert json.loads((tmp_path / 'killed' / 'result.json').read_text()) == json.loads(
+      (tmp_path / 'whole' / 'result.json').read_text())
