@@ -2,9 +2,11 @@
 
   python -m albert_jax.convert --input=PATH --output=DIR --to=hf|tf|albert_jax
 
-PATH may be any format `albert_jax.from_pretrained` reads (ours, an HF AlbertForPreTraining directory, an original
-TF ALBERT checkpoint). `--to=hf` writes a directory `transformers.AlbertForPreTraining.from_pretrained` loads;
-`--to=tf` writes the original TF1 names and albert_config.json.
+PATH may be any format `albert_jax.from_pretrained` reads (ours, pretrained or fine-tuned; an HF AlbertForPreTraining
+or downstream directory; an original TF ALBERT checkpoint). `--to=hf` writes a directory that
+`transformers.AlbertForPreTraining.from_pretrained` loads, or for a fine-tuned model the HF class of its head
+(AlbertForSequenceClassification, ...ForMultipleChoice, ...ForQuestionAnswering); `--to=tf` writes the original
+TF1 names and albert_config.json (pretraining models).
 """
 import pathlib
 
@@ -29,7 +31,10 @@ def main(argv):
   if _TO.value == 'albert_jax':
     interop.save(output, params, config)
   elif _TO.value == 'hf':
-    interop.save_hf(output, params, cfg)
+    interop.save_hf(output, params, cfg, config.get('head'))
+  elif config.get('head'):
+    raise app.UsageError(f'{_INPUT.value} is a fine-tuned {config.head.architecture}: the original TF format here '
+                         f'holds pretraining models only; use --to=hf or --to=albert_jax.')
   else:
     interop.save_tf(output, params, cfg)
   logging.info('wrote %s (%s)', output, _TO.value)

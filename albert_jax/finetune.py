@@ -32,7 +32,6 @@ from albert_jax.summary import training_flops_per_sequence
 
 # Settings of config.model that apply to a loaded model (its shape comes from the checkpoint).
 RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtype', 'remat', 'scan_unroll')
-PRETRAINED_PARTS = ('embeddings', 'encoder', 'pooler')  # what a downstream model takes from a pretrained one
 
 
 def make_task(config):
@@ -149,7 +148,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       f' examples; starting from {init_description}')
 
   # ---- Model, optimizer, shardings and the compiled train step (train.py's program, with the task's head).
-  model = task.model(model_config)
+  model = interop.make_model(model_config, task.head)
   dummy = task.dummy_inputs()
   program = step_lib.make_program(
       model, lambda rng: model.init({'params': rng}, **dummy)['params'],
@@ -177,7 +176,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       state = program.new_state(jax.random.key(config.train.seed))
       if pretrained is not None:
         params = dict(state['params'])
-        for part in PRETRAINED_PARTS:
+        for part in [p for p in interop.BACKBONE if p in params]:  # span heads have no pooler
           params[part] = place(pretrained[part], program.state_sharding['params'][part])
         state = {**state, 'params': params}
 
@@ -242,6 +241,10 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
           '\n'.join(task.prediction_lines(outputs, examples)) + '\n')
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps(result, indent=2) + '\n')
+    # The best model in the albert_jax format, with its head: from_pretrained loads it, convert exports it to HF.
+    exported = interop.full_config(model_config)
+    exported.head = task.head
+    interop.save(workdir / 'best', jax.device_get(best), exported)
   say(f'best checkpoint: step {best_step}; ' + '  '.join(
       f'{k} {v:.4f} (n {result[k + "_count"]:,})' for k, v in result.items()
       if k.startswith('eval_') and not k.endswith('_count')))

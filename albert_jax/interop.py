@@ -20,6 +20,7 @@ import ml_collections
 import numpy as np
 
 from albert_jax.config import defaults, validate
+from albert_jax.downstream import heads
 from albert_jax.model import LAYER_NORM_EPS, Albert, ConfigError, ModelConfig, abstract_params
 
 OURS_CONFIG = 'albert_jax.json'
@@ -39,6 +40,16 @@ class Entry:
   path: tuple
   transpose: bool = False
 
+
+BACKBONE = ('embeddings', 'encoder', 'pooler')  # what every model has; the rest is its head
+# HF's downstream heads (our path, HF name, HF stores it [out, in]); the models are in downstream/heads.py.
+_CLASSIFIER = [(('classifier', 'kernel'), 'classifier.weight', True), (('classifier', 'bias'), 'classifier.bias', False)]
+_HF_HEADS = {
+    'AlbertForSequenceClassification': _CLASSIFIER,
+    'AlbertForMultipleChoice': _CLASSIFIER,
+    'AlbertForQuestionAnswering': [(('qa_outputs', 'kernel'), 'qa_outputs.weight', True),
+                                   (('qa_outputs', 'bias'), 'qa_outputs.bias', False)],
+}
 
 # Every tensor outside the blocks: (our path, HF name, TF name, HF stores it [out, in], TF stores it [out, in]).
 _TOP = [
@@ -94,11 +105,16 @@ _BLOCK = [
 ]
 
 
-def _entries(fmt: str, num_groups: int, inner: int, projection: bool) -> list:
-  """The tensors of format `fmt` ('hf' or 'tf') for a model with num_groups x inner distinct blocks."""
+def _entries(fmt: str, num_groups: int, inner: int, projection: bool, head: Optional[str] = None) -> list:
+  """The tensors of format `fmt` ('hf' or 'tf') for a model with num_groups x inner distinct blocks: the
+  pretraining heads, or (HF only) the downstream head of architecture `head` in their place."""
   hf = fmt == 'hf'
+  top = [row for row in _TOP if head is None or row[0][0] in BACKBONE and not (
+      row[0][0] == 'pooler' and head == 'AlbertForQuestionAnswering')]
   entries = [Entry(hf_name if hf else tf_name, path, hf_t if hf else tf_t)
-             for path, hf_name, tf_name, hf_t, tf_t in _TOP + (_PROJECTION if projection else [])]
+             for path, hf_name, tf_name, hf_t, tf_t in top + (_PROJECTION if projection else [])]
+  if head is not None:
+    entries += [Entry(name, path, transpose) for path, name, transpose in _HF_HEADS[head]]
   for g in range(num_groups):
     for k in range(inner):
       for path, hf_suffix, tf_suffix, kernel in _BLOCK:
@@ -149,7 +165,7 @@ def _blocks_of(params, cfg: ModelConfig) -> list:
   return blocks
 
 
-def _to_external(params, cfg: ModelConfig, entries_fn: Callable) -> dict:
+def _to_external(params, cfg: ModelConfig, entries_fn: Callable, head: Optional[str] = None) -> dict:
   groups, inner = _export_layout(cfg)
   projection = 'embedding_projection' in params['encoder']
   tree = {k: v for k, v in params.items() if k != 'encoder'}
@@ -157,17 +173,18 @@ def _to_external(params, cfg: ModelConfig, entries_fn: Callable) -> dict:
   if projection:
     tree['encoder'] = {'embedding_projection': params['encoder']['embedding_projection']}
   out = {}
-  for e in entries_fn(groups, inner, projection):
+  for e in entries_fn(groups, inner, projection, head):
     x = np.asarray(_get(tree, e.path), np.float32)
     out[e.name] = np.ascontiguousarray(x.T if e.transpose else x)
   return out
 
 
-def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source: str) -> dict:
+def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source: str,
+                   head: Optional[dict] = None) -> dict:
   """Our params (numpy) from external tensors, checked against the shapes the config implies."""
-  target = _unboxed_shapes(cfg)
+  target = _unboxed_shapes(make_model(cfg, head))
   projection = cfg.embedding_size != cfg.hidden_size or cfg.embedding_projection
-  entries = entries_fn(cfg.num_groups, cfg.inner_group_num, projection)
+  entries = entries_fn(cfg.num_groups, cfg.inner_group_num, projection, head and head['architecture'])
   missing = [e.name for e in entries if e.name not in tensors]
   if missing:
     raise CheckpointError(f'{source} lacks {len(missing)} tensors the config implies, e.g. {missing[:3]}; '
@@ -195,11 +212,33 @@ def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source
   return params
 
 
-def _unboxed_shapes(cfg: ModelConfig):
-  return nn.unbox(abstract_params(Albert(cfg)))
+def _unboxed_shapes(model: nn.Module):
+  if isinstance(model, Albert):
+    return nn.unbox(abstract_params(model))
+  length = min(8, model.config.max_position_embeddings)
+  ids = jax.ShapeDtypeStruct((1, 2, length) if isinstance(model, heads.MultipleChoice) else (1, length), np.int32)
+  return nn.unbox(jax.eval_shape(lambda i: model.init(jax.random.key(0), i)['params'], ids))
 
 
-def _full_config(model: ModelConfig) -> ml_collections.ConfigDict:
+def make_model(cfg: ModelConfig, head: Optional[dict] = None) -> nn.Module:
+  """The pretraining model, or the downstream model `head` describes: {'architecture': an HF class name or
+  'AlbertForSquadV2', 'num_labels': ..., 'classifier_dropout': ...} (config.head of a fine-tuned checkpoint)."""
+  if not head:
+    return Albert(cfg)
+  arch, dropout = head['architecture'], head.get('classifier_dropout', 0.1)
+  if arch == 'AlbertForSequenceClassification':
+    return heads.SequenceClassifier(cfg, head['num_labels'], dropout)
+  if arch == 'AlbertForMultipleChoice':
+    return heads.MultipleChoice(cfg, dropout)
+  if arch == 'AlbertForQuestionAnswering':
+    return heads.SpanV1(cfg)
+  if arch == 'AlbertForSquadV2':
+    return heads.SpanV2(cfg, head.get('start_n_top', 5), head.get('end_n_top', 5), dropout)
+  raise CheckpointError(f'architecture {arch!r} is not one albert_jax builds; known: AlbertForPreTraining, '
+                        f'{", ".join(_HF_HEADS)}, AlbertForSquadV2.')
+
+
+def full_config(model: ModelConfig) -> ml_collections.ConfigDict:
   config = defaults()
   config.model.update(dataclasses.asdict(model))
   # An imported model may have a shorter position table than the paper's 512.
@@ -245,9 +284,10 @@ def _config_json(cfg: ModelConfig, act_map: dict) -> dict:
           'initializer_range': cfg.initializer_range}
 
 
-def hf_state_dict(params, cfg: ModelConfig) -> dict:
-  """HF `AlbertForPreTraining` tensors (numpy, torch layouts) from our params."""
-  tensors = _to_external(params, cfg, _hf_entries)
+def hf_state_dict(params, cfg: ModelConfig, head: Optional[dict] = None) -> dict:
+  """HF tensors (numpy, torch layouts) from our params: `AlbertForPreTraining`'s, or those of the HF class
+  head['architecture']."""
+  tensors = _to_external(params, cfg, _hf_entries, head and head['architecture'])
   if 'embedding_projection' not in params['encoder']:
     # HF always has the E -> H mapping; the original (and we) have none when E == H: export the identity.
     tensors['albert.encoder.embedding_hidden_mapping_in.weight'] = np.eye(cfg.hidden_size, dtype=np.float32)
@@ -255,15 +295,25 @@ def hf_state_dict(params, cfg: ModelConfig) -> dict:
   return tensors
 
 
-def save_hf(directory, params, cfg: ModelConfig) -> None:
-  """Writes config.json and model.safetensors that `AlbertForPreTraining.from_pretrained` loads."""
+def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None) -> None:
+  """Writes config.json and model.safetensors that `AlbertForPreTraining.from_pretrained` loads, or (with a
+  `head`, see make_model) the HF downstream class it names."""
   from safetensors.numpy import save_file
   directory = pathlib.Path(directory)
+  architecture = head['architecture'] if head else 'AlbertForPreTraining'
+  if head and architecture not in _HF_HEADS:
+    raise CheckpointError(f'{architecture} has no HuggingFace class (HF scores SQuAD 2.0 with the v1 head, '
+                          f'AlbertForQuestionAnswering); keep it in the albert_jax format.')
   directory.mkdir(parents=True, exist_ok=True)
-  hf_config = {'architectures': ['AlbertForPreTraining'], 'model_type': 'albert', **_config_json(cfg, _OURS_ACT_TO_HF),
-               'layer_norm_eps': LAYER_NORM_EPS, 'classifier_dropout_prob': 0.1, 'pad_token_id': 0,
-               'bos_token_id': 2, 'eos_token_id': 3, 'tie_word_embeddings': True}
-  save_file(hf_state_dict(params, cfg), str(directory / 'model.safetensors'), metadata={'format': 'pt'})
+  hf_config = {'architectures': [architecture], 'model_type': 'albert', **_config_json(cfg, _OURS_ACT_TO_HF),
+               'layer_norm_eps': LAYER_NORM_EPS, 'classifier_dropout_prob': (head or {}).get('classifier_dropout', 0.1),
+               'pad_token_id': 0, 'bos_token_id': 2, 'eos_token_id': 3, 'tie_word_embeddings': True}
+  if architecture == 'AlbertForSequenceClassification':
+    labels = head.get('labels') or [str(i) for i in range(head['num_labels'])]
+    hf_config.update(id2label={str(i): label for i, label in enumerate(labels)},
+                     label2id={label: i for i, label in enumerate(labels)},
+                     problem_type='regression' if head['num_labels'] == 1 else 'single_label_classification')
+  save_file(hf_state_dict(params, cfg, head), str(directory / 'model.safetensors'), metadata={'format': 'pt'})
   (directory / 'config.json').write_text(json.dumps(hf_config, indent=2) + '\n')
 
 
@@ -296,11 +346,19 @@ def _safetensors(load_file, path) -> dict:
 
 
 def load_hf(directory) -> tuple:
+  """(model config, params, head or None) of an HF ALBERT directory: AlbertForPreTraining (or AlbertModel,
+  AlbertForMaskedLM: what they have), or a downstream class of _HF_HEADS."""
   directory = pathlib.Path(directory)
   hf_config = json.loads((directory / 'config.json').read_text())
   if hf_config.get('model_type') != 'albert':
     raise CheckpointError(f'{directory}/config.json has model_type {hf_config.get("model_type")!r}, not "albert".')
   cfg = _model_config_from_json(hf_config, _HF_ACT_TO_OURS, f'{directory}/config.json')
+  architecture = (hf_config.get('architectures') or ['AlbertForPreTraining'])[0]
+  head = None
+  if architecture in _HF_HEADS:
+    labels = [label for _, label in sorted(hf_config.get('id2label', {}).items(), key=lambda kv: int(kv[0]))]
+    head = {'architecture': architecture, 'classifier_dropout': float(hf_config.get('classifier_dropout_prob', 0.1)),
+            'num_labels': len(labels) or hf_config.get('num_labels', 2), 'labels': labels}
   tensors = _read_hf_tensors(directory)
   tensors = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in tensors.items()}
   if cfg.embedding_size == cfg.hidden_size:
@@ -309,7 +367,7 @@ def load_hf(directory) -> tuple:
     b = tensors.get('albert.encoder.embedding_hidden_mapping_in.bias')
     if w is not None and not (np.array_equal(w, np.eye(cfg.hidden_size)) and not np.any(b)):
       cfg = dataclasses.replace(cfg, embedding_projection=True)
-  return cfg, _from_external(tensors, cfg, _hf_entries, str(directory))
+  return cfg, _from_external(tensors, cfg, _hf_entries, str(directory), head), head
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -346,7 +404,7 @@ def load_tf(path) -> tuple:
     tensors = {n[len('module/'):] if n.startswith('module/') else n: reader.get_tensor(n) for n in names}
   except (tf.errors.OpError, ValueError) as e:
     raise CheckpointError(f'TF checkpoint {prefix} cannot be read ({e}); it is truncated or corrupt.') from e
-  return cfg, _from_external(tensors, cfg, _tf_entries, str(prefix))
+  return cfg, _from_external(tensors, cfg, _tf_entries, str(prefix)), None
 
 
 def save_tf(directory, params, cfg: ModelConfig) -> None:
@@ -384,7 +442,8 @@ def load(directory) -> tuple:
   config = defaults()  # fields added since the checkpoint was written keep their defaults
   config.update(json.loads((directory / OURS_CONFIG).read_text()))
   cfg = validate(config)
-  target = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), _unboxed_shapes(cfg))
+  target = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype),
+                        _unboxed_shapes(make_model(cfg, config.get('head'))))
   try:
     with ocp.StandardCheckpointer() as checkpointer:
       params = checkpointer.restore(directory / OURS_PARAMS, target)
@@ -412,14 +471,19 @@ def detect_format(path) -> str:
 
 
 def from_pretrained(path) -> tuple:
-  """(model, params, config) from a checkpoint of ours, an HF AlbertForPreTraining directory or an original TF
-  ALBERT checkpoint. `model.apply({'params': params}, input_ids=...)` runs it."""
+  """(model, params, config) from a checkpoint of ours (pretrained or fine-tuned), an HF directory
+  (AlbertForPreTraining or a downstream class: ...ForSequenceClassification, ...ForQuestionAnswering,
+  ...ForMultipleChoice) or an original TF ALBERT checkpoint. `model.apply({'params': params}, input_ids=...)`
+  runs it; a downstream model's output holds `logits`, or `start_logits` and `end_logits`, and `config.head`
+  describes its head."""
   path = os.fspath(path)
   fmt = detect_format(path)
   if fmt == 'albert_jax':
     config, params = load(path)
   else:
-    cfg, params = (load_hf if fmt == 'hf' else load_tf)(path)
-    config = _full_config(cfg)
-  model = Albert(ModelConfig.from_config(config.model))
+    cfg, params, head = (load_hf if fmt == 'hf' else load_tf)(path)
+    config = full_config(cfg)
+    if head:
+      config.head = head
+  model = make_model(ModelConfig.from_config(config.model), config.get('head'))
   return model, jax.tree.map(np.asarray, params), config

@@ -443,10 +443,12 @@ class MLMHead(nn.Module):
     return (embeddings.attend(x) + bias.astype(jnp.dtype(cfg.dtype))).astype(jnp.float32)
 
 
-def backbone(cfg: ModelConfig, input_ids, token_type_ids, attention_mask, deterministic: bool) -> tuple:
+def backbone(cfg: ModelConfig, input_ids, token_type_ids, attention_mask, deterministic: bool,
+             pool: bool = True) -> tuple:
   """(embeddings module, sequence_output, pooled_output): the encoder every head sits on. Called inside a
   module's compact method, it creates the submodules `embeddings`, `encoder` and `pooler` there, so that the
-  pretraining model and the downstream models (downstream/heads.py) share one parameter layout.
+  pretraining model and the downstream models (downstream/heads.py) share one parameter layout. Span heads use
+  no pooler (pool=False: none is made, as HF's AlbertForQuestionAnswering has none).
 
   input_ids, token_type_ids, attention_mask: int [batch, length]; attention_mask 1 = real token.
   """
@@ -461,6 +463,8 @@ def backbone(cfg: ModelConfig, input_ids, token_type_ids, attention_mask, determ
   mask_bias = ((1.0 - attention_mask.astype(jnp.float32)) * MASK_BIAS)[:, None, None, :]
   embeddings = Embeddings(cfg, deterministic, name='embeddings')
   sequence_output = Encoder(cfg, deterministic, name='encoder')(embeddings(input_ids, token_type_ids), mask_bias)
+  if not pool:
+    return embeddings, sequence_output, None
   pooled_output = jnp.tanh(Dense(cfg, (cfg.hidden_size,), (cfg.hidden_size,), 'hidden', 'hidden_out',
                                  name='pooler')(sequence_output[:, 0]))
   return embeddings, sequence_output, pooled_output

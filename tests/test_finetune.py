@@ -13,8 +13,12 @@ import jax
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
+import torch
+import transformers
 
-from albert_jax import checkpoint, finetune, train
+import albert_jax
+
+from albert_jax import checkpoint, finetune, interop, train
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.interop import CheckpointError
 from albert_jax.model import ConfigError
@@ -51,11 +55,12 @@ def test_init_from_a_pretraining_workdir_takes_its_best_checkpoint(pretrained, t
   model_config, params, vocab, description = finetune.load_init(builtin_config(tiny_config, pretrained))
   assert f'step {best}' in description and vocab.endswith('vocab-4000.model')
   state = checkpoint.restore_state(mngr, best, None)
-  for part in finetune.PRETRAINED_PARTS:
+  for part in interop.BACKBONE:
     jax.tree.map(np.testing.assert_array_equal, params[part], jax.device_get(state['params'][part]))
 
 
-def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pretrained, tiny_config, tmp_path):
+def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pretrained, tiny_config,
+                                                                             builtin_tokenizer, tmp_path):
   result = finetune.finetune_and_evaluate(builtin_config(tiny_config, pretrained), tmp_path, jax.devices()[:1])
   dev = read_scalars(tmp_path)['eval_accuracy']
   assert sorted(dev) == [4, 8, 12]
@@ -68,9 +73,22 @@ def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pr
   assert {line.split('\t')[1] for line in lines[1:]} <= {'0', '1'}
   # The predictions are the best checkpoint's: their accuracy against the dev labels is the reported one.
   task = finetune.make_task(builtin_config(tiny_config))
-  gold = [e.label for e in task.splits()['dev'][0]]
-  assert np.mean([line.split('\t')[1] == g for line, g in zip(lines[1:], gold)]) == pytest.approx(
+  dev = task.splits()['dev'][0]
+  assert np.mean([line.split('\t')[1] == e.label for line, e in zip(lines[1:], dev)]) == pytest.approx(
       saved['eval_accuracy'])
+  # The best model is exported with its head: loaded back, it makes the same predictions; HF's class too.
+  model, params, config = albert_jax.from_pretrained(tmp_path / 'best')
+  assert config.head.architecture == 'AlbertForSequenceClassification' and config.head.labels == ['0', '1']
+  features = task.features(dev[:16], builtin_tokenizer, 'dev')
+  ours = model.apply({'params': params}, features['input_ids'], features['segment_ids'], features['input_mask'])
+  assert [task.labels[i] for i in np.argmax(ours.logits, -1)] == [line.split('\t')[1] for line in lines[1:17]]
+  interop.save_hf(tmp_path / 'hf', params, model.config, config.head)
+  hf = transformers.AlbertForSequenceClassification.from_pretrained(tmp_path / 'hf').eval()
+  with torch.no_grad():
+    theirs = hf(input_ids=torch.tensor(features['input_ids'], dtype=torch.long),
+                token_type_ids=torch.tensor(features['segment_ids'], dtype=torch.long),
+                attention_mask=torch.tensor(features['input_mask'], dtype=torch.long)).logits.numpy()
+  np.testing.assert_allclose(ours.logits, theirs, atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize('task', ['mrpc_tsv', 'stsb_tfds', 'mnli_tsv', 'race_files'])

@@ -348,3 +348,46 @@ def test_convert_cli_hf_to_ours_to_hf_and_tf(tmp_path):
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
   refused = convert(f'--input={tmp_path / "hf"}', f'--output={tmp_path / "hf2"}', '--to=hf')
   assert refused.returncode != 0 and 'is not empty' in refused.stderr
+
+
+# --- downstream heads: HF's classes, loaded and exported -------------------------------------------------------------
+
+HEAD_CLASSES = {'AlbertForSequenceClassification': dict(num_labels=3),
+                'AlbertForMultipleChoice': {}, 'AlbertForQuestionAnswering': {}}
+
+
+@pytest.mark.parametrize('architecture', list(HEAD_CLASSES))
+def test_hf_downstream_models_load_with_their_heads_and_match_hf(architecture, tmp_path):
+  torch.manual_seed(3)
+  config = transformers.AlbertConfig(vocab_size=99, embedding_size=16, hidden_size=32, num_attention_heads=4,
+                                     intermediate_size=37, max_position_embeddings=40, num_hidden_layers=2,
+                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                     classifier_dropout_prob=0.1, **HEAD_CLASSES[architecture])
+  hf = getattr(transformers, architecture)(config).eval()
+  with torch.no_grad():
+    for p in hf.parameters():
+      p.add_(0.05 * torch.randn_like(p))
+  hf.save_pretrained(tmp_path / 'hf')
+  model, params, loaded = albert_jax.from_pretrained(tmp_path / 'hf')
+  assert loaded.head.architecture == architecture and 'mlm_head' not in params
+  ids, types, mask = inputs(batch=6, length=12)
+  if architecture == 'AlbertForMultipleChoice':  # [batch, choices, length], as HF takes them
+    ids, types, mask = (x.reshape(2, 3, 12) for x in (ids, types, mask))
+  with torch.no_grad():
+    theirs = hf(input_ids=torch.tensor(ids), token_type_ids=torch.tensor(types), attention_mask=torch.tensor(mask))
+  ours = model.apply({'params': params}, jnp.asarray(ids), jnp.asarray(types), jnp.asarray(mask))
+  names = ('start_logits', 'end_logits') if architecture == 'AlbertForQuestionAnswering' else ('logits',)
+  for name in names:
+    expected = getattr(theirs, name).numpy()
+    assert getattr(ours, name).shape == expected.shape
+    np.testing.assert_allclose(getattr(ours, name), expected, atol=1e-4, rtol=0)
+  # ... and export back to the same HF class, tensor for tensor.
+  interop.save_hf(tmp_path / 'again', params, ModelConfig.from_config(loaded.model), loaded.head)
+  again = getattr(transformers, architecture).from_pretrained(tmp_path / 'again').state_dict()
+  for name, tensor in hf.state_dict().items():
+    np.testing.assert_array_equal(again[name].numpy(), tensor.numpy(), err_msg=name)
+  # Ours too: a fine-tuned checkpoint keeps its head.
+  interop.save(tmp_path / 'ours', params, loaded)
+  _, back, back_config = albert_jax.from_pretrained(tmp_path / 'ours')
+  assert back_config.head.architecture == architecture
+  jax.tree.map(np.testing.assert_array_equal, back, params)

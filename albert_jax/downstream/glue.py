@@ -17,7 +17,6 @@ import numpy as np
 import optax
 
 from albert_jax.data.tokenizer import CLS, SEP
-from albert_jax.downstream.heads import SequenceClassifier
 from albert_jax.model import ConfigError
 
 
@@ -56,8 +55,11 @@ class ClassificationTask:
     self.max_seq_length = config.task.max_seq_length
     self.classifier_dropout = config.task.classifier_dropout
 
-  def model(self, model_config):
-    return SequenceClassifier(model_config, self.num_labels, self.classifier_dropout)
+  @property
+  def head(self) -> dict:
+    """The model's head, as interop.make_model and the exported checkpoint describe it."""
+    return {'architecture': 'AlbertForSequenceClassification', 'num_labels': self.num_labels,
+            'labels': list(self.labels or []), 'classifier_dropout': self.classifier_dropout}
 
   def dummy_inputs(self) -> dict:
     return {'input_ids': jnp.zeros((1, self.max_seq_length), jnp.int32)}

@@ -73,7 +73,7 @@ class SpanV1(nn.Module):
   @nn.compact
   def __call__(self, input_ids, token_type_ids=None, attention_mask=None, deterministic: bool = True):
     cfg = self.config
-    _, sequence, _ = backbone(cfg, input_ids, token_type_ids, attention_mask, deterministic)
+    _, sequence, _ = backbone(cfg, input_ids, token_type_ids, attention_mask, deterministic, pool=False)
     logits = Dense(cfg, (cfg.hidden_size,), (2,), 'hidden', None, name='qa_outputs')(sequence).astype(jnp.float32)
     return DownstreamOutput(start_logits=logits[..., 0], end_logits=logits[..., 1])
 
@@ -90,7 +90,7 @@ class SpanV2(nn.Module):
   def __call__(self, input_ids, token_type_ids=None, attention_mask=None, p_mask=None, start_positions=None,
                deterministic: bool = True):
     cfg = self.config
-    _, h, _ = backbone(cfg, input_ids, token_type_ids, attention_mask, deterministic)
+    _, h, _ = backbone(cfg, input_ids, token_type_ids, attention_mask, deterministic, pool=False)
     h = h.astype(jnp.float32)
     p_mask = jnp.zeros(input_ids.shape, jnp.float32) if p_mask is None else p_mask.astype(jnp.float32)
     masked = lambda logits, mask: logits * (1 - mask) + _NEG * mask

@@ -15,7 +15,6 @@ import optax
 
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream.glue import DataError
-from albert_jax.downstream.heads import MultipleChoice
 
 LEVELS = ('middle', 'high')
 CHOICES = 'ABCD'
@@ -62,8 +61,9 @@ class RaceTask:
     self.classifier_dropout = config.task.classifier_dropout
     self.test_predictions = config.task.test_predictions
 
-  def model(self, model_config):
-    return MultipleChoice(model_config, self.classifier_dropout)
+  @property
+  def head(self) -> dict:
+    return {'architecture': 'AlbertForMultipleChoice', 'classifier_dropout': self.classifier_dropout}
 
   def dummy_inputs(self) -> dict:
     return {'input_ids': jnp.zeros((1, 4, self.max_seq_length), jnp.int32)}
