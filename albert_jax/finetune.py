@@ -26,7 +26,7 @@ from albert_jax import step as step_lib
 from albert_jax.config import defaults, run_cli, validate, validate_finetune
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import Tokenizer
-from albert_jax.downstream import builtin, glue, race
+from albert_jax.downstream import builtin, glue, race, squad
 from albert_jax.model import ConfigError, ModelConfig
 from albert_jax.summary import training_flops_per_sequence
 
@@ -39,10 +39,12 @@ def make_task(config):
     return glue.GlueTask(config)
   if config.task.name == 'race':
     return race.RaceTask(config)
+  if config.task.name in ('squad_v1', 'squad_v2'):
+    return squad.SquadTask(config)
   if config.task.name == 'builtin':
     return builtin.BuiltinTask(config)
   raise ConfigError(f'config.task.name {config.task.name!r} is not a task; known: '
-                    f'{", ".join([*glue.GLUE, "race", "builtin"])}.')
+                    f'{", ".join([*glue.GLUE, "race", "squad_v1", "squad_v2", "builtin"])}.')
 
 
 def load_init(config) -> tuple:
@@ -141,8 +143,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
 
   # ---- Data: every split read, checked and turned into features before training starts.
   splits = task.splits()
-  features = {split: task.features(examples, tokenizer, f'{task.name} {split}')
-              for split, (examples, _) in splits.items()}
+  features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in splits.items()}
   train_count = len(features['train']['weights'])
   say(f'{task.name}: ' + ', '.join(f'{split} {len(examples):,}' for split, (examples, _) in splits.items()) +
       f' examples; starting from {init_description}')
@@ -181,7 +182,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
         state = {**state, 'params': params}
 
   score = lambda params, split: task.score(evaluate(program, params, features[split], config.train.eval_batch_size,
-                                                    mesh), features[split], split_prefix(split))
+                                                    mesh), splits[split][0], features[split], split,
+                                           split_prefix(split))
 
   # ---- The loop: train; at every checkpoint, score dev and save with the score.
   stop = {'signal': None}
@@ -234,11 +236,11 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       continue
     outputs = evaluate(program, best, features[split], config.train.eval_batch_size, mesh)
     if split.startswith('dev'):
-      result.update(task.score(outputs, features[split], split_prefix(split)))
+      result.update(task.score(outputs, examples, features[split], split, split_prefix(split)))
     if host == 0:
       predictions.mkdir(exist_ok=True)
-      (predictions / (leaderboard_file or f'{split}.tsv')).write_text(
-          '\n'.join(task.prediction_lines(outputs, examples)) + '\n')
+      for name, text in task.prediction_files(outputs, examples, split, leaderboard_file).items():
+        (predictions / name).write_text(text)
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps(result, indent=2) + '\n')
     # The best model in the albert_jax format, with its head: from_pretrained loads it, convert exports it to HF.
@@ -247,7 +249,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     interop.save(workdir / 'best', jax.device_get(best), exported)
   say(f'best checkpoint: step {best_step}; ' + '  '.join(
       f'{k} {v:.4f} (n {result[k + "_count"]:,})' for k, v in result.items()
-      if k.startswith('eval_') and not k.endswith('_count')))
+      if f'{k}_count' in result))
   return result
 
 

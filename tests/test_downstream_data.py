@@ -48,13 +48,13 @@ def config_for(name, data, **task):
 def test_scores_carry_counts_and_the_task_metrics():
   task = glue.GlueTask(config_for('mrpc', 'tfds'))
   logits = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
-  scores = task.score({'logits': logits}, {'label_ids': np.array([1, 0, 0, 1])})
+  scores = task.score({'logits': logits}, [], {'label_ids': np.array([1, 0, 0, 1])}, 'dev')
   assert scores == {'eval_accuracy': 0.75, 'eval_accuracy_count': 4, 'eval_f1': pytest.approx(0.8),
                     'eval_f1_count': 4, 'eval_accuracy_f1': pytest.approx(0.775), 'eval_accuracy_f1_count': 4}
   stsb = glue.GlueTask(config_for('stsb', 'tfds'))
-  lines = stsb.prediction_lines({'logits': np.array([[6.2], [-1.0], [2.5]])},
-                                [glue.Example(str(i), 'a') for i in range(3)])
-  assert lines == ['index\tprediction', '0\t5.000', '1\t0.000', '2\t2.500']  # clipped to GLUE's 0..5
+  files = stsb.prediction_files({'logits': np.array([[6.2], [-1.0], [2.5]])},
+                                [glue.Example(str(i), 'a') for i in range(3)], 'test', 'STS-B.tsv')
+  assert files == {'STS-B.tsv': 'index\tprediction\n0\t5.000\n1\t0.000\n2\t2.500\n'}  # clipped to GLUE's 0..5
 
 
 # ---- GLUE files in the original format ----------------------------------------------------------------------------
@@ -153,7 +153,7 @@ def test_glue_and_race_read_tfds(builtin_tokenizer):
   assert {s: len(e) for s, (e, _) in splits.items()} == {s: 5 for s in splits}
   assert all(e.label in glue.GLUE['mnli'].labels for e in splits['dev'][0])
   assert all(e.label is None for e in splits['test'][0] + splits['ax'][0])
-  features = task.features(stsb['train'][0], builtin_tokenizer, 'stsb train')
+  features = task.features(stsb['train'][0], builtin_tokenizer, 'train')
   assert features['label_ids'].dtype == np.float32 and features['input_ids'].shape == (5, 32)
   with tfds.testing.mock_data(as_dataset_fn=race_rows):
     questions = race.RaceTask(config_for('race', 'tfds', levels='middle,high', max_qa_length=8)).splits()['dev'][0]
@@ -184,13 +184,13 @@ def test_race_files_become_four_endings_as_the_original(tmp_path, builtin_tokeni
   assert [q.level for q in questions] == ['middle', 'middle']
   assert questions[0].endings[1] == 'What colour is the ball? blue'
   assert questions[1].endings[2] == 'Tom plays with a dog every day.'  # '_' filled by the option
-  features = task.features(questions, builtin_tokenizer, 'race dev')
+  features = task.features(questions, builtin_tokenizer, 'dev')
   ending = list(builtin_tokenizer.encode([questions[0].endings[1]])[0])[-6:]
   row = features['input_ids'][0, 1]
   length = int(features['input_mask'][0, 1].sum())
   assert list(row[length - 7:length - 1]) == ending and row[length - 1] == 3  # ... [SEP] ending [SEP]
   assert features['segment_ids'][0, 1, :length].tolist() == [0] * (length - 7) + [1] * 7
-  scores = task.score({'logits': np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])}, features)
+  scores = task.score({'logits': np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0]])}, questions, features, 'dev')
   assert scores['eval_accuracy'] == 0.5 and scores['eval_middle_accuracy_count'] == 2
 
 

@@ -24,6 +24,7 @@ from albert_jax.interop import CheckpointError
 from albert_jax.model import ConfigError
 from conftest import ROOT
 from test_downstream_data import mnli_folder, race_folder, write_tsv
+from test_squad import squad_file
 from test_train import read_scalars, small
 
 
@@ -91,11 +92,12 @@ def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pr
   np.testing.assert_allclose(ours.logits, theirs, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize('task', ['mrpc_tsv', 'stsb_tfds', 'mnli_tsv', 'race_files'])
+@pytest.mark.parametrize('task', ['mrpc_tsv', 'stsb_tfds', 'mnli_tsv', 'race_files', 'squad_v1_files',
+                                  'squad_v2_files'])
 def test_each_task_family_fine_tunes_end_to_end(task, tiny_config, builtin_tokenizer, tmp_path):
   config = builtin_config(tiny_config, num_steps=2, warmup_steps=1, checkpoint_every=1, eval_batch_size=8)
   config.data.vocab = builtin_tokenizer.path  # TFDS's mock would also stand in for the built-in corpus
-  name, kind = task.split('_')
+  name, kind = task.rsplit('_', 1)
   config.task.name, config.task.data, config.task.test_predictions = name, str(tmp_path / 'data'), True
   config.task.max_seq_length = 32
   if name == 'mrpc':
@@ -109,6 +111,12 @@ def test_each_task_family_fine_tunes_end_to_end(task, tiny_config, builtin_token
   elif name == 'race':
     config.task.update(levels='middle,high', max_qa_length=16)
     race_folder(tmp_path / 'data')
+  elif name.startswith('squad'):
+    version = 'v2.0' if name == 'squad_v2' else 'v1.1'
+    config.task.update(doc_stride=8, max_query_length=8, n_best_size=5, max_answer_length=10, start_n_top=3,
+                       end_n_top=3)
+    for split in ('train', 'dev'):
+      squad_file(tmp_path / 'data' / f'{split}-{version}.json', version='1.1' if version == 'v1.1' else version)
   if kind == 'tfds':
     config.task.data = 'tfds'
     with tfds.testing.mock_data(num_examples=6):
@@ -118,11 +126,14 @@ def test_each_task_family_fine_tunes_end_to_end(task, tiny_config, builtin_token
   expected = {'mrpc': {'eval_accuracy', 'eval_f1', 'eval_accuracy_f1'},
               'stsb': {'eval_pearson', 'eval_spearman', 'eval_pearson_spearman'},
               'mnli': {'eval_accuracy', 'eval_mismatched_accuracy'},
-              'race': {'eval_accuracy', 'eval_middle_accuracy', 'eval_high_accuracy'}}[name]
+              'race': {'eval_accuracy', 'eval_middle_accuracy', 'eval_high_accuracy'},
+              'squad_v1': {'eval_exact_match', 'eval_f1'},
+              'squad_v2': {'eval_exact', 'eval_f1', 'eval_HasAns_f1', 'eval_NoAns_f1', 'eval_best_f1'}}[name]
   assert expected <= set(result) and all(f'{k}_count' in result for k in expected)
   files = {'mrpc': {'dev.tsv', 'MRPC.tsv'}, 'stsb': {'dev.tsv', 'STS-B.tsv'},
            'mnli': {'dev.tsv', 'dev_mismatched.tsv', 'MNLI-m.tsv', 'MNLI-mm.tsv', 'AX.tsv'},
-           'race': {'dev.tsv', 'test.tsv'}}[name]
+           'race': {'dev.tsv', 'test.tsv'}, 'squad_v1': {'dev_predictions.json'},
+           'squad_v2': {'dev_predictions.json', 'dev_null_odds.json'}}[name]
   assert {p.name for p in (tmp_path / 'run' / 'predictions').iterdir()} == files
 
 

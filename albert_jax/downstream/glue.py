@@ -64,7 +64,7 @@ class ClassificationTask:
   def dummy_inputs(self) -> dict:
     return {'input_ids': jnp.zeros((1, self.max_seq_length), jnp.int32)}
 
-  def features(self, examples: list, tokenizer, where: str) -> dict:
+  def features(self, examples: list, tokenizer, split: str) -> dict:
     """Arrays [examples, ...] with the original's feature names; a label outside the task's set stops here."""
     n, length = len(examples), self.max_seq_length
     out = {'input_ids': np.zeros((n, length), np.int32), 'input_mask': np.zeros((n, length), np.int32),
@@ -77,7 +77,7 @@ class ClassificationTask:
       out['input_mask'][i, :len(ids)] = 1
       out['segment_ids'][i, :len(ids)] = segments
       if example.label is not None:
-        out['label_ids'][i] = self.label_id(example.label, f'{where}, example {example.guid}')
+        out['label_ids'][i] = self.label_id(example.label, f'{self.name} {split}, example {example.guid}')
     return out
 
   def label_id(self, label, where: str):
@@ -115,7 +115,7 @@ class ClassificationTask:
     logits = outputs['logits']
     return logits[:, 0] if self.labels is None else logits.argmax(-1)
 
-  def score(self, outputs: dict, features: dict, prefix: str = 'eval_') -> dict:
+  def score(self, outputs: dict, examples: list, features: dict, split: str, prefix: str = 'eval_') -> dict:
     """GLUE's metrics for this task, each with its count."""
     predicted, gold = self.predictions(outputs), features['label_ids']
     n = len(gold)
@@ -134,12 +134,14 @@ class ClassificationTask:
       out[f'{prefix}{name}'], out[f'{prefix}{name}_count'] = float(value), n
     return out
 
-  def prediction_lines(self, outputs: dict, examples: list) -> list:
-    """The leaderboard's TSV: a header, then index and predicted label (or value) per example."""
+  def prediction_files(self, outputs: dict, examples: list, split: str, leaderboard_file) -> dict:
+    """The leaderboard's TSV (named as GLUE wants it for test sets): a header, then index and predicted label (or
+    value, clipped to STS-B's 0..5) per example."""
     predicted = self.predictions(outputs)
     values = ([f'{min(max(float(v), 0.0), 5.0):.3f}' for v in predicted] if self.labels is None
               else [self.labels[int(i)] for i in predicted])
-    return ['index\tprediction'] + [f'{e.guid}\t{v}' for e, v in zip(examples, values)]
+    lines = ['index\tprediction'] + [f'{e.guid}\t{v}' for e, v in zip(examples, values)]
+    return {leaderboard_file or f'{split}.tsv': '\n'.join(lines) + '\n'}
 
 
 # ---- GLUE's metrics (as sklearn and scipy compute them, which the GLUE scorer uses).

@@ -127,7 +127,7 @@ class RaceTask:
 
   # ---- Features, loss, scores.
 
-  def features(self, questions: list, tokenizer, where: str) -> dict:
+  def features(self, questions: list, tokenizer, split: str) -> dict:
     n, length = len(questions), self.max_seq_length
     out = {'input_ids': np.zeros((n, 4, length), np.int32), 'input_mask': np.zeros((n, 4, length), np.int32),
            'segment_ids': np.zeros((n, 4, length), np.int32), 'label_ids': np.zeros((n,), np.int32),
@@ -158,7 +158,7 @@ class RaceTask:
     return {'logits': model.apply({'params': params}, batch['input_ids'], batch['segment_ids'],
                                   batch['input_mask']).logits}
 
-  def score(self, outputs: dict, features: dict, prefix: str = 'eval_') -> dict:
+  def score(self, outputs: dict, questions: list, features: dict, split: str, prefix: str = 'eval_') -> dict:
     right = outputs['logits'].argmax(-1) == features['label_ids']
     out = {f'{prefix}accuracy': float(right.mean()), f'{prefix}accuracy_count': len(right)}
     for i, level in enumerate(LEVELS):
@@ -168,6 +168,8 @@ class RaceTask:
             int(mine.sum())
     return out
 
-  def prediction_lines(self, outputs: dict, questions: list) -> list:
+  def prediction_files(self, outputs: dict, questions: list, split: str, leaderboard_file) -> dict:
     predicted = outputs['logits'].argmax(-1)
-    return ['id\tlevel\tprediction'] + [f'{q.guid}\t{q.level}\t{CHOICES[int(p)]}' for q, p in zip(questions, predicted)]
+    lines = ['id\tlevel\tprediction'] + [f'{q.guid}\t{q.level}\t{CHOICES[int(p)]}'
+                                          for q, p in zip(questions, predicted)]
+    return {f'{split}.tsv': '\n'.join(lines) + '\n'}
