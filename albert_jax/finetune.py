@@ -229,7 +229,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   # ---- The best checkpoint: scored on every dev split, its predictions written.
   best_step, _ = checkpoint.best_step(checkpoints, task.metric)
   best = checkpoint.restore_state(checkpoints, best_step, abstract_state)['params']
-  result = {'best_step': best_step}
+  # 'score': the selection metric on a 0-1 scale (SQuAD's are percentages), what a sweep's report averages.
+  result = {'best_step': best_step, 'metric': task.metric}
   predictions = workdir / 'predictions'
   for split, (examples, leaderboard_file) in splits.items():
     if split == 'train':
@@ -241,6 +242,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       predictions.mkdir(exist_ok=True)
       for name, text in task.prediction_files(outputs, examples, split, leaderboard_file).items():
         (predictions / name).write_text(text)
+  result['score'] = result[task.metric] / task.scale
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps(result, indent=2) + '\n')
     # The best model in the albert_jax format, with its head: from_pretrained loads it, convert exports it to HF.
@@ -249,7 +251,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     interop.save(workdir / 'best', jax.device_get(best), exported)
   say(f'best checkpoint: step {best_step}; ' + '  '.join(
       f'{k} {v:.4f} (n {result[k + "_count"]:,})' for k, v in result.items()
-      if f'{k}_count' in result))
+      if f'{k}_count' in result and isinstance(v, float)))
   return result
 
 

@@ -12,7 +12,10 @@ sweep file is a Python file with CONFIG (the base config file), SWEEP ({key: [va
 after training, e.g. with another sentence task: the report shows their sentence-task accuracy as TASK_accuracy
 and their MLM accuracy as TASK_mlm_accuracy, the same held-out instances for every run) and PAPER (the paper's
 figures per run, shown beside ours; PAPER_METRICS maps those that measure one of our metrics, in %, to it, and the
-plot draws them beside our bars).
+plot draws them beside our bars). FINETUNE (a list of configs/finetune/*.py files, each optionally with
+' --config.x=v' overrides) fine-tunes every run's best checkpoint on those tasks after training, as the paper scores
+every pretraining variant downstream: the report shows each task's dev score (its checkpoint-selection metric, on
+a 0-1 scale) as finetune_TASK and their mean as finetune_average, the paper's "Avg" column.
 Each run's name and workdir come from its overrides (embedding_size=16). A run whose workdir already holds a
 result.json is not run again, so an interrupted sweep continues where it stopped.
 """
@@ -51,6 +54,7 @@ def load_sweep_file(path: str) -> dict:
     raise ValueError(f'{path}: a sweep file defines CONFIG (a config file) and SWEEP ({{key: [values]}}).')
   return {'config': module.CONFIG, 'axes': module.SWEEP, 'mode': getattr(module, 'MODE', 'grid'),
           'fixed': getattr(module, 'FIXED', {}), 'evaluate': getattr(module, 'EVALUATE', []),
+          'finetune': getattr(module, 'FINETUNE', []),
           'paper': getattr(module, 'PAPER', {}), 'paper_metrics': getattr(module, 'PAPER_METRICS', {})}
 
 
@@ -81,6 +85,8 @@ def finished(workdir: pathlib.Path, what: str) -> bool:
   result = workdir / 'result.json'
   if what == 'train' or not result.exists():
     return result.exists()
+  if what.startswith('finetune-'):
+    return (workdir / what / 'result.json').exists()
   evaluated = workdir / f'{what}.json'
   return evaluated.exists() and json.loads(evaluated.read_text())['step'] == json.loads(result.read_text())['step']
 
@@ -93,6 +99,10 @@ def run_local(sweep: dict, runs: list, root: pathlib.Path, dry_run: bool, attemp
     commands += [(f'eval-{extra.get("data.sentence_task", j)}', [sys.executable, '-m', 'albert_jax.evaluate',
                                                                   *common, *flags(extra)])
                  for j, extra in enumerate(sweep['evaluate'])]
+    for config, *overrides in (spec.split() for spec in sweep['finetune']):
+      what = f'finetune-{pathlib.Path(config).stem}'
+      commands.append((what, [sys.executable, '-m', 'albert_jax.finetune', f'--config={config}',
+                              f'--config.init={workdir}', f'--workdir={workdir / what}', *overrides]))
     for what, argv in commands:
       print(f'[{i + 1}/{len(runs)} {workdir.name}] {"done already: " if finished(workdir, what) else ""}'
             f'{" ".join(argv)}', flush=True)
@@ -141,6 +151,14 @@ def collect(sweep: dict, runs: list, root: pathlib.Path) -> list:
         row.update({f'{task}_accuracy': evaluated['eval_sop_accuracy'],
                     f'{task}_accuracy_majority': evaluated['eval_sop_majority'],
                     f'{task}_mlm_accuracy': evaluated['eval_mlm_accuracy']})
+    scores = []
+    for column in finetune_columns(sweep):
+      path = workdir / column.replace('finetune_', 'finetune-') / 'result.json'
+      if path.exists():
+        row[column] = json.loads(path.read_text())['score']
+        scores.append(row[column])
+    if scores and len(scores) == len(finetune_columns(sweep)):
+      row['finetune_average'] = sum(scores) / len(scores)
     rows.append(row)
   return rows
 
@@ -151,11 +169,17 @@ def follow_up_columns(sweep: dict) -> list:
           if task for metric in ('accuracy', 'mlm_accuracy')]
 
 
+def finetune_columns(sweep: dict) -> list:
+  """finetune_TASK for each of the sweep's fine-tuning follow-ups (collect fills them, and finetune_average)."""
+  return [f'finetune_{pathlib.Path(spec.split()[0]).stem}' for spec in sweep['finetune']]
+
+
 def report(sweep: dict, runs: list, root: pathlib.Path) -> str:
   """A markdown table of the runs' final held-out metrics (with the paper's, where the sweep file gives them) and
   a PNG plot of the accuracies, both written under the sweep's workdir."""
   rows = collect(sweep, runs, root)
-  columns = [c for c in (*METRICS, *follow_up_columns(sweep)) if any(c in r for r in rows)]
+  columns = [c for c in (*METRICS, *follow_up_columns(sweep), *finetune_columns(sweep), 'finetune_average')
+             if any(c in r for r in rows)]
   paper = sweep['paper']
   paper_columns = sorted({k for v in paper.values() for k in v})
   head = ['run', *columns, *[f'paper {c}' for c in paper_columns]]
@@ -167,7 +191,7 @@ def report(sweep: dict, runs: list, root: pathlib.Path) -> str:
     lines.append('| ' + ' | '.join(cells) + ' |')
   table = '\n'.join(lines)
   (root / 'report.md').write_text(table + '\n')
-  plot(sweep, rows, [c for c in columns if c.endswith('accuracy')], root)
+  plot(sweep, rows, [c for c in columns if c.endswith('accuracy') or c.startswith('finetune_')], root)
   return table
 
 
@@ -231,7 +255,7 @@ def main(argv=None) -> None:
       if not args.config:
         parser.error('a command-line SPEC needs --config')
       sweep = {'config': args.config, 'axes': parse_spec(args.sweep), 'mode': args.mode or 'grid', 'fixed': {},
-               'evaluate': [], 'paper': {}, 'paper_metrics': {}}
+               'evaluate': [], 'finetune': [], 'paper': {}, 'paper_metrics': {}}
     runs = expand(sweep['axes'], sweep['mode'])
   except ValueError as e:
     parser.error(str(e))

@@ -39,8 +39,11 @@ def test_shipped_sweep_files_reproduce_paper_tables():
 
 def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, tmp_path, tmp_path_factory):
   spec = tmp_path / 'spec.py'
+  finetune = (f'configs/finetune/builtin.py --config.data.tfds_data_dir={tiny_config.data.tfds_data_dir} '
+              '--config.train.num_steps=4 --config.train.warmup_steps=1 --config.train.checkpoint_every=2 '
+              '--config.train.batch_size=8')
   spec.write_text("CONFIG = 'configs/tiny.py'\nSWEEP = {'data.sentence_task': ['nsp', 'sop']}\n"
-                  "EVALUATE = [{'data.sentence_task': 'sop'}]\n")
+                  f"EVALUATE = [{{'data.sentence_task': 'sop'}}]\nFINETUNE = [{finetune!r}]\n")
   root = tmp_path / 'runs'
   sweep.main([f'--sweep={spec}', f'--workdir={root}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
               *SHRINK])
@@ -54,13 +57,17 @@ def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, 
       assert evaluated['eval_sop_accuracy'] == pytest.approx(result['eval_sop_accuracy'], abs=1e-6)
   table = (root / 'report.md').read_text().splitlines()
   assert table[0] == ('| run | eval_mlm_accuracy | eval_sop_accuracy | eval_swap_accuracy | eval_random_accuracy '
-                      '| eval_mlm_loss | sop_accuracy | sop_mlm_accuracy |')
+                      '| eval_mlm_loss | sop_accuracy | sop_mlm_accuracy | finetune_builtin | finetune_average |')
   assert table[3].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f} | '
                              f'{result["eval_sop_accuracy"]:.4f} (majority {result["eval_sop_majority"]:.3f}) | '
                              f'{result["eval_swap_accuracy"]:.4f} (majority 0.500) |')
   # A loss has no majority rate; the follow-up evaluation's MLM is the sop run's own (same held-out instances).
-  assert table[3].endswith(f'| {result["eval_mlm_loss"]:.4f} | {result["eval_sop_accuracy"]:.4f} (majority '
-                           f'{result["eval_sop_majority"]:.3f}) | {result["eval_mlm_accuracy"]:.4f} |'), table[3]
+  assert f'| {result["eval_mlm_loss"]:.4f} | {result["eval_sop_accuracy"]:.4f} (majority ' \
+         f'{result["eval_sop_majority"]:.3f}) | {result["eval_mlm_accuracy"]:.4f} |' in table[3], table[3]
+  # The fine-tuning follow-up: the best dev accuracy of the built-in task, from the run's own checkpoint.
+  finetuned = json.loads((root / 'sentence_task=sop' / 'finetune-builtin' / 'result.json').read_text())
+  assert finetuned['metric'] == 'eval_accuracy' and finetuned['score'] == finetuned['eval_accuracy']
+  assert table[3].endswith(f'| {finetuned["score"]:.4f} | {finetuned["score"]:.4f} |'), table[3]
   assert (root / 'report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   # Run again: finished runs are not repeated; one without a result.json (as after SIGTERM) is resumed, here from
   # its last checkpoint, and reports the same figures.

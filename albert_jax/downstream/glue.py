@@ -48,6 +48,7 @@ def encode(tokenizer, text_a: str, text_b: Optional[str], max_seq_length: int) -
 class ClassificationTask:
   """A task whose examples are Examples with labels from `labels` (None: regression to a float)."""
   family = 'classification'
+  scale = 1.0
 
   def __init__(self, name: str, labels: Optional[Sequence[str]], metric: str, config):
     self.name, self.labels, self.metric = name, labels, metric

@@ -50,6 +50,7 @@ def make_questions(article_id: str, level: str, row: dict, where: str) -> list:
 class RaceTask:
   family = 'multiple_choice'
   metric = 'eval_accuracy'
+  scale = 1.0
 
   def __init__(self, config):
     self.name = 'race'

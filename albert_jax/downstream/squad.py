@@ -139,6 +139,7 @@ def parse(data: list, where: str, version: str) -> list:
 class SquadTask:
   family = 'span'
   metric = 'eval_f1'  # the original keeps the checkpoint with the best dev F1
+  scale = 100.0  # the official scorers print percentages
 
   def __init__(self, config):
     self.version = 'v2.0' if config.task.name == 'squad_v2' else 'v1.1'

@@ -17,3 +17,5 @@ PAPER = {'sentence_task=none': {'MLM': 54.9, 'NSP': 52.4, 'SOP': 53.3},
          'sentence_task=nsp': {'MLM': 54.5, 'NSP': 90.5, 'SOP': 52.0},
          'sentence_task=sop': {'MLM': 54.0, 'NSP': 78.9, 'SOP': 86.5}}
 PAPER_METRICS = {'MLM': 'sop_mlm_accuracy', 'NSP': 'eval_random_accuracy', 'SOP': 'eval_swap_accuracy'}
+# The paper scores every variant downstream (Table 6's "Avg" columns): here the built-in word-order task.
+FINETUNE = ['configs/finetune/builtin.py']
