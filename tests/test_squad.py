@@ -192,3 +192,29 @@ def test_answer_not_at_its_start_is_reported(tmp_path):
   squad_file(tmp_path / 'train-v1.1.json')
   with pytest.raises(DataError, match='question c has no answer; SQuAD 1.1'):
     squad.SquadTask(config).splits()
+
+
+def squad_rows(self, split, **kwargs):
+  """TFDS squad/v2.0 as tfds.testing.mock_data serves it, but with answers where their answer_start says."""
+  import tensorflow as tf
+  context = 'Marie Curie won the Nobel Prize in 1903 and again in 1911.'
+  rows = {'id': ['a', 'b', 'c'], 'title': ['Curie'] * 3, 'context': [context] * 3,
+          'question': ['When first?', 'Who?', 'Who lost?'],
+          'answers': {'text': tf.ragged.constant([['1903'], ['Marie Curie'], []]),
+                      'answer_start': tf.ragged.constant([[context.index('1903')], [0], []], dtype=tf.int32)},
+          'is_impossible': [False, False, True]}
+  return tf.data.Dataset.from_tensor_slices(rows)
+
+
+def test_tfds_squad_is_regrouped_for_the_official_scorer():
+  import tensorflow_datasets as tfds
+  config = finetune_defaults()
+  config.task.update(name='squad_v2', data='tfds', max_seq_length=64, doc_stride=16, max_query_length=8,
+                     n_best_size=5, max_answer_length=30)
+  task = squad.SquadTask(config)
+  with tfds.testing.mock_data(as_dataset_fn=squad_rows):
+    questions = task.splits()['dev'][0]
+  assert [(q.qid, q.answers, q.is_impossible) for q in questions] == [
+      ('a', [('1903', 35)], False), ('b', [('Marie Curie', 0)], False), ('c', [], True)]
+  scores = squad_eval.evaluate_v2(task.gold['dev'], {'a': '1903', 'b': 'Curie', 'c': ''})
+  assert scores['HasAns_total'] == 2 and scores['NoAns_exact'] == 100.0
