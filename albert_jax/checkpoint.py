@@ -20,8 +20,9 @@ from albert_jax.model import ConfigError, ModelConfig
 BEST_METRIC = 'eval_mlm_accuracy'
 
 
-def manager(workdir, keep: int, best_metric: str = BEST_METRIC) -> ocp.CheckpointManager:
-  """Keeps the latest `keep` checkpoints and the one with the highest `best_metric`."""
+def manager(workdir, keep: int, best_metric: str = BEST_METRIC, read_only: bool = False) -> ocp.CheckpointManager:
+  """Keeps the latest `keep` checkpoints and the one with the highest `best_metric`. `read_only`: another run's
+  checkpoints, read while that run may still be writing (nothing is cleaned up or deleted)."""
   policy = preservation.AnyPreservationPolicy([
       preservation.LatestN(keep),
       preservation.BestN(get_metric_fn=lambda metrics: metrics[best_metric], reverse=False, n=1,
@@ -30,7 +31,7 @@ def manager(workdir, keep: int, best_metric: str = BEST_METRIC) -> ocp.Checkpoin
   # best_fn as well: without it orbax writes no metrics with a checkpoint, and BestN has nothing to rank.
   options = ocp.CheckpointManagerOptions(preservation_policy=policy, best_fn=lambda metrics: metrics[best_metric],
                                          best_mode='max', enable_async_checkpointing=True,
-                                         cleanup_tmp_directories=True)
+                                         cleanup_tmp_directories=not read_only, read_only=read_only)
   return ocp.CheckpointManager(pathlib.Path(workdir).absolute() / 'checkpoints', options=options,
                                item_names=('state', 'data'))
 

@@ -57,7 +57,7 @@ def load_init(config) -> tuple:
     pretraining = defaults()
     pretraining.update(json.loads((path / 'config.json').read_text()))
     model_config = validate(pretraining)
-    mngr = checkpoint.manager(path, pretraining.train.keep_checkpoints)
+    mngr = checkpoint.manager(path, pretraining.train.keep_checkpoints, read_only=True)
     best = checkpoint.best_step(mngr) or (mngr.latest_step(), None)
     if best[0] is None:
       raise ConfigError(f'config.init {init}: that pretraining workdir has no checkpoint yet.')

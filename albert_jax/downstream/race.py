@@ -60,6 +60,9 @@ class RaceTask:
       raise DataError(f'config.task.levels {config.task.levels!r}: a comma-separated subset of middle, high.')
     self.max_seq_length, self.max_qa_length = config.task.max_seq_length, config.task.max_qa_length
     self.classifier_dropout = config.task.classifier_dropout
+    if not 0 < self.max_qa_length <= self.max_seq_length - 4:
+      raise DataError(f'config.task.max_qa_length {self.max_qa_length} must be positive and leave room for the '
+                      f'article in max_seq_length {self.max_seq_length} (at most {self.max_seq_length - 4}).')
     self.test_predictions = config.task.test_predictions
 
   @property

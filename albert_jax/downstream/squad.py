@@ -150,6 +150,9 @@ class SquadTask:
     self.n_best_size, self.max_answer_length = t.n_best_size, t.max_answer_length
     self.start_n_top, self.end_n_top = t.get('start_n_top', 5), t.get('end_n_top', 5)
     self.answer_dropout = t.classifier_dropout
+    if self.max_seq_length - self.max_query_length - 3 < 1 or self.doc_stride < 1 or self.max_answer_length < 1:
+      raise DataError(f'config.task: max_seq_length {self.max_seq_length} leaves no room for the context after '
+                      f'max_query_length {self.max_query_length} + 3, or doc_stride/max_answer_length is not positive.')
     self.gold = {}  # split -> the data's `data` list, for the official scorer
     self.windows = {}  # split -> per feature: (question index, piece spans, max-context flags, context offset)
 
