@@ -218,3 +218,48 @@ def test_builtin_examples_are_made_without_a_model():
   assert len(differ) == 2 and differ[1] == differ[0] + 1  # two neighbours exchanged
   dev = builtin.make_examples(documents, 'dev', seed=0)
   assert len(dev) == 2  # one version per sentence
+
+
+# The GLUE download's layouts, task by task: (header or None, a train/dev row) and (test header, a test row).
+GLUE_LAYOUTS = {
+    'sst2': (['sentence', 'label'], ['A fine film', '1'], ['index', 'sentence'], ['0', 'A dull film']),
+    'qqp': (['id', 'qid1', 'qid2', 'question1', 'question2', 'is_duplicate'], ['5', '1', '2', 'How?', 'Why?', '0'],
+            ['id', 'question1', 'question2'], ['0', 'Who?', 'What?']),
+    'qnli': (['index', 'question', 'sentence', 'label'], ['0', 'Who?', 'Tom did.', 'entailment'],
+             ['index', 'question', 'sentence'], ['0', 'When?', 'Now.']),
+    'rte': (['index', 'sentence1', 'sentence2', 'label'], ['0', 'It rains.', 'It is wet.', 'not_entailment'],
+            ['index', 'sentence1', 'sentence2'], ['0', 'A.', 'B.']),
+    'wnli': (['index', 'sentence1', 'sentence2', 'label'], ['0', 'It fell.', 'The cup fell.', '1'],
+             ['index', 'sentence1', 'sentence2'], ['0', 'A.', 'B.']),
+    'stsb': (['index', 'genre', 'filename', 'year', 'old_index', 'source1', 'source2', 'sentence1', 'sentence2',
+              'score'], ['0', 'main', 'f', '2012', '1', 'none', 'none', 'A plane.', 'An airplane.', '4.800'],
+             ['index', 'genre', 'filename', 'year', 'old_index', 'source1', 'source2', 'sentence1', 'sentence2'],
+             ['0', 'main', 'f', '2012', '1', 'none', 'none', 'A cat.', 'A dog.']),
+}
+
+
+@pytest.mark.parametrize('name', list(GLUE_LAYOUTS))
+def test_each_glue_layout_reads_its_texts_and_labels(name, tmp_path):
+  header, row, test_header, test_row = GLUE_LAYOUTS[name]
+  folder = tmp_path / glue.GLUE[name].directory
+  for split in ('train', 'dev'):
+    write_tsv(folder / f'{split}.tsv', [header, row])
+  write_tsv(folder / 'test.tsv', [test_header, test_row])
+  splits = glue.GlueTask(config_for(name, tmp_path)).splits()
+  example = splits['dev'][0][0]
+  texts = [c for c in row if c and c[0].isupper()]  # the sentences of the row, in order
+  assert [example.text_a, example.text_b][:len(texts)] == texts and example.label == row[-1]
+  test = splits['test'][0][0]
+  assert test.guid == '0' and test.label is None and test.text_a == [c for c in test_row if c[0].isupper()][0]
+
+
+@pytest.mark.parametrize('name', list(glue.GLUE))
+def test_every_glue_task_reads_tfds(name, builtin_tokenizer):
+  with tfds.testing.mock_data(num_examples=4):
+    task = glue.GlueTask(config_for(name, 'tfds'))
+    splits = task.splits()
+  train = splits['train'][0]
+  assert len(train) == 4 and all(e.text_a for e in train)
+  assert all((e.text_b is None) == (len(glue.GLUE[name].tfds_keys) == 1) for e in train)
+  features = task.features(train, builtin_tokenizer, 'train')
+  assert features['input_ids'].shape == (4, 32) and (features['input_ids'][:, 0] == 2).all()  # [CLS]

@@ -218,3 +218,33 @@ def test_tfds_squad_is_regrouped_for_the_official_scorer():
       ('a', [('1903', 35)], False), ('b', [('Marie Curie', 0)], False), ('c', [], True)]
   scores = squad_eval.evaluate_v2(task.gold['dev'], {'a': '1903', 'b': 'Curie', 'c': ''})
   assert scores['HasAns_total'] == 2 and scores['NoAns_exact'] == 100.0
+
+
+def test_every_answer_position_is_labelled_in_exactly_the_windows_that_hold_it(builtin_tokenizer):
+  """Answers at every place of the context, windows edges included: a window is labelled with the answer iff it
+  holds all of the answer's pieces, and the labelled pieces cut out exactly the answer's text."""
+  context = 'Der Käse  kostet 1,50 € in Zürich; naïve   Kunden zahlen mehr, sagt Émile.'
+  config = finetune_defaults()
+  config.task.update(name='squad_v1', data='unused', max_seq_length=16, doc_stride=3, max_query_length=4,
+                     n_best_size=5, max_answer_length=30)
+  _, starts, ends = squad.pieces_with_spans(builtin_tokenizer, context)
+  edges = 0
+  position = 0
+  for word in context.split():
+    start = context.index(word, position)
+    position = start + len(word)
+    task = squad.SquadTask(config)
+    features = task.features([squad.Question('q', 'Wer?', context, [(word, start)])], builtin_tokenizer, 'dev')
+    first, last = squad.answer_pieces(starts, ends, start, position)
+    spans = squad.windows(len(starts), 16 - len(builtin_tokenizer.encode(['Wer?'])[0]) - 3, 3)
+    for i, (window_start, size) in enumerate(spans):
+      holds = window_start <= first and last < window_start + size
+      assert (features['start_positions'][i] > 0) == holds
+      if holds:
+        offset = task.windows['dev'][i][4]
+        s, e = features['start_positions'][i] - offset, features['end_positions'][i] - offset
+        assert context[task.windows['dev'][i][1][s]:task.windows['dev'][i][2][e]] == \
+            context[starts[first]:ends[last]]
+        edges += s == 0 or e == size - 1
+    assert word in context[starts[first]:ends[last]]
+  assert edges > 5  # answers at a window's first or last piece were among them
