@@ -54,8 +54,11 @@ def load_init(config) -> tuple:
     return ModelConfig.from_config(config.model), None, None, 'random weights (init none)'
   path = pathlib.Path(init)
   if (path / 'config.json').exists() and (path / 'checkpoints').is_dir():  # a pretraining workdir
+    saved = json.loads((path / 'config.json').read_text())
+    if 'task' in saved:
+      raise ConfigError(f'config.init {init} is a fine-tuning workdir; its best model is {path / "best"}: use that.')
     pretraining = defaults()
-    pretraining.update(json.loads((path / 'config.json').read_text()))
+    pretraining.update(saved)
     model_config = validate(pretraining)
     mngr = checkpoint.manager(path, pretraining.train.keep_checkpoints, read_only=True)
     best = checkpoint.best_step(mngr) or (mngr.latest_step(), None)
@@ -81,6 +84,7 @@ def load_tokenizer(config, vocab, model_config: ModelConfig) -> Tokenizer:
     raise ConfigError(f'no vocabulary came with config.init {config.init}: set --config.data.vocab to the '
                       f'SentencePiece .model it was pretrained with.')
   if path == 'builtin':
+    config.data.vocab = 'builtin'
     return pipeline_lib.load_tokenizer(config)  # trained on the built-in corpus on first use
   return Tokenizer(path, vocab_size=model_config.vocab_size)  # a size that differs from the model's stops here
 
@@ -190,7 +194,9 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   signal.signal(signal.SIGTERM, lambda signum, frame: stop.update(signal=signum))
   writer = metrics.Writer(workdir, enabled=host == 0)
   peak, peak_source = metrics.peak_flops_per_device()
-  flops_per_step = training_flops_per_sequence(model_config, config.task.max_seq_length, 0) * config.train.batch_size
+  sequences = int(np.prod(features['train']['input_ids'].shape[1:-1]))  # per example: RACE has 4 (one per option)
+  flops_per_step = (training_flops_per_sequence(model_config, config.task.max_seq_length, 0) * sequences *
+                    config.train.batch_size)
   progress = metrics.Progress(config.train.num_steps, flops_per_step, peak, len(mesh.devices.flat))
   say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh '
       f'{dict(mesh.shape)}, {hosts} host(s); best checkpoint by dev {task.metric}')
@@ -246,9 +252,12 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps(result, indent=2) + '\n')
     # The best model in the albert_jax format, with its head: from_pretrained loads it, convert exports it to HF.
-    exported = interop.full_config(model_config)
-    exported.head = task.head
-    interop.save(workdir / 'best', jax.device_get(best), exported)
+    if all(x.is_fully_replicated or x.is_fully_addressable for x in jax.tree.leaves(best)):
+      exported = interop.full_config(model_config)
+      exported.head = task.head
+      interop.save(workdir / 'best', jax.device_get(best), exported)
+    else:  # parameters sharded over hosts: the orbax checkpoint of best_step holds them
+      say(f'the best model is checkpoint {best_step} (parameters sharded over hosts: no best/ export)')
   say(f'best checkpoint: step {best_step}; ' + '  '.join(
       f'{k} {v:.4f} (n {result[k + "_count"]:,})' for k, v in result.items()
       if f'{k}_count' in result and isinstance(v, float)))

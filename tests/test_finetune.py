@@ -153,7 +153,12 @@ def test_bad_setups_fail_before_training(tiny_config, builtin_tokenizer, tmp_pat
     finetune.finetune_and_evaluate(config, tmp_path / 'c', jax.devices()[:1])
   with pytest.raises(CheckpointError, match='no checkpoint found'):
     finetune.finetune_and_evaluate(builtin_config(tiny_config, tmp_path / 'nothing'), tmp_path / 'd')
-  for workdir in 'abcd':
+  finetuned = tmp_path / 'finetuned'  # a fine-tuning workdir is not a pretraining one
+  (finetuned / 'checkpoints').mkdir(parents=True)
+  (finetuned / 'config.json').write_text(json.dumps({'init': 'none', 'task': {'name': 'builtin'}}))
+  with pytest.raises(ConfigError, match='is a fine-tuning workdir; its best model is .*best: use that'):
+    finetune.finetune_and_evaluate(builtin_config(tiny_config, finetuned), tmp_path / 'e')
+  for workdir in 'abcde':
     assert not (tmp_path / workdir / 'checkpoints').exists()
 
 
