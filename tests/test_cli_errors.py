@@ -34,6 +34,15 @@ CASES = {
     'inspect: a malformed source': (
         ['albert_jax.data.inspect', '--config=configs/tiny.py', '--config.data.source=wiki:en'],
         "'wiki:en' is not a source"),
+    'finetune: a sequence longer than the model takes': (
+        ['albert_jax.finetune', '--config=configs/finetune/builtin.py', '--workdir={tmp}/ft',
+         '--config.task.max_seq_length=128'], "at most the model's max_position_embeddings 64"),
+    'finetune: an init that is no checkpoint': (
+        ['albert_jax.finetune', '--config=configs/finetune/rte.py', '--workdir={tmp}/ft', '--config.init={tmp}/none'],
+        'no checkpoint found'),
+    'squad_eval: a data file that does not exist': (
+        ['albert_jax.downstream.squad_eval', '{tmp}/dev-v2.0.json', '{tmp}/predictions.json'],
+        'the SQuAD data file {tmp}/dev-v2.0.json cannot be read'),
     'sweep: a sweep file that does not exist': (
         ['launch.sweep', '--sweep={tmp}/missing.py', '--workdir={tmp}/s'], 'no such sweep file'),
 }
@@ -43,6 +52,7 @@ CASES = {
 def test_bad_input_prints_the_message_alone_and_exits_2(case, tmp_path, tfds_dir):
   argv, message = CASES[case]
   argv = [a.format(tmp=tmp_path, tfds=tfds_dir) for a in argv]
+  message = message.format(tmp=tmp_path)
   out = subprocess.run([sys.executable, '-m', *argv], capture_output=True, text=True, timeout=300, cwd=ROOT)
   assert out.returncode == 2, out.stderr[-3000:]
   assert message in out.stderr, out.stderr[-3000:]

@@ -11,7 +11,7 @@ from ml_collections import ConfigDict
 
 from albert_jax.config import finetune_defaults
 from albert_jax.downstream import builtin, glue, race
-from albert_jax.downstream.glue import DataError
+from albert_jax.downstream import DataError
 
 
 # ---- metrics ----------------------------------------------------------------------------------------------------

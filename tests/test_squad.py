@@ -12,7 +12,7 @@ import pytest
 
 from albert_jax.config import finetune_defaults
 from albert_jax.downstream import heads, squad, squad_eval
-from albert_jax.downstream.glue import DataError
+from albert_jax.downstream import DataError
 from albert_jax.model import ModelConfig
 from conftest import ROOT
 

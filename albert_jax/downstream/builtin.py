@@ -9,7 +9,8 @@ coin, so that dev examples are independent. Documents, not sentences, are split 
 import numpy as np
 
 from albert_jax.data import pipeline, sources
-from albert_jax.downstream.glue import ClassificationTask, DataError, Example
+from albert_jax.downstream import DataError
+from albert_jax.downstream.glue import ClassificationTask, Example
 
 MIN_WORDS = 5  # shorter sentences have too few places to swap, and are mostly headings
 

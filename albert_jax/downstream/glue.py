@@ -17,11 +17,7 @@ import numpy as np
 import optax
 
 from albert_jax.data.tokenizer import CLS, SEP
-from albert_jax.model import ConfigError
-
-
-class DataError(ConfigError):
-  """A dataset file or example that cannot be used; the message names it and the fix."""
+from albert_jax.downstream import DataError
 
 
 @dataclasses.dataclass

@@ -14,7 +14,7 @@ import numpy as np
 import optax
 
 from albert_jax.data.tokenizer import CLS, SEP
-from albert_jax.downstream.glue import DataError
+from albert_jax.downstream import DataError
 
 LEVELS = ('middle', 'high')
 CHOICES = 'ABCD'

@@ -21,7 +21,7 @@ import optax
 
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import squad_eval
-from albert_jax.downstream.glue import DataError
+from albert_jax.downstream import DataError
 
 
 @dataclasses.dataclass

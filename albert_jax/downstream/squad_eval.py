@@ -116,23 +116,33 @@ def is_v2(data: dict) -> bool:
       'is_impossible' in qa for article in data['data'] for p in article['paragraphs'] for qa in p['qas'])
 
 
+def _read_json(path: str, what: str):
+  try:
+    with open(path, encoding='utf-8') as f:
+      return json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    _fail(f'{what} {path} cannot be read ({e}).')
+
+
+def _fail(message: str) -> None:
+  print(f'error: {message}', file=sys.stderr, flush=True)
+  sys.exit(2)
+
+
 def main(argv: list) -> None:
   args = [a for a in argv[1:] if not a.startswith('--')]
   options = dict(a[2:].split('=', 1) for a in argv[1:] if a.startswith('--') and '=' in a)
   if len(args) != 2 or set(options) - {'na_prob_file', 'na_prob_thresh'}:
-    sys.exit('usage: python -m albert_jax.downstream.squad_eval DATA.json PREDICTIONS.json '
-             '[--na_prob_file=NA.json] [--na_prob_thresh=1.0]')
-  with open(args[0], encoding='utf-8') as f:
-    data = json.load(f)
-  with open(args[1], encoding='utf-8') as f:
-    predictions = json.load(f)
+    _fail('usage: python -m albert_jax.downstream.squad_eval DATA.json PREDICTIONS.json '
+          '[--na_prob_file=NA.json] [--na_prob_thresh=1.0]')
+  data, predictions = _read_json(args[0], 'the SQuAD data file'), _read_json(args[1], 'the predictions file')
+  if not isinstance(data, dict) or 'data' not in data:
+    _fail(f'{args[0]} is not a SQuAD data file (no "data" list).')
   if not is_v2(data):
     print(json.dumps(evaluate_v1(data['data'], predictions)))
     return
-  na_probs = None
-  if 'na_prob_file' in options:
-    with open(options['na_prob_file'], encoding='utf-8') as f:
-      na_probs = json.load(f)
+  na_probs = _read_json(options['na_prob_file'], 'the no-answer probability file') if 'na_prob_file' in options \
+      else None
   print(json.dumps(evaluate_v2(data['data'], predictions, na_probs, float(options.get('na_prob_thresh', 1.0)))))
 
 
