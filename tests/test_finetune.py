@@ -173,22 +173,31 @@ def run_cli(tiny_config, workdir):
   return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_killed_finetuning_resumes_identically(tiny_config, builtin_tokenizer, tmp_path):
-  whole = run_cli(tiny_config, tmp_path / 'whole')
+@pytest.fixture(scope='module')
+def uninterrupted(tiny_config, builtin_tokenizer, tmp_path_factory):
+  workdir = tmp_path_factory.mktemp('whole')
+  whole = run_cli(tiny_config, workdir)
   out, err = whole.communicate(timeout=600)
   assert whole.returncode == 0, err[-3000:]
+  return workdir
+
+
+@pytest.mark.parametrize('how', [signal.SIGKILL, signal.SIGTERM])
+def test_interrupted_finetuning_resumes_identically(how, uninterrupted, tiny_config, tmp_path):
   interrupted = run_cli(tiny_config, tmp_path / 'killed')
   deadline = time.time() + 300
   while not (tmp_path / 'killed' / 'checkpoints' / '8').exists():
     assert interrupted.poll() is None and time.time() < deadline, 'the run ended before it could be interrupted'
     time.sleep(0.05)
-  interrupted.send_signal(signal.SIGKILL)
-  interrupted.communicate(timeout=60)
+  interrupted.send_signal(how)
+  out, err = interrupted.communicate(timeout=120)
+  if how == signal.SIGTERM:  # a checkpoint at the step it stopped, and a clean exit
+    assert interrupted.returncode == 0 and 'SIGTERM at step' in out, err[-3000:]
   resumed = run_cli(tiny_config, tmp_path / 'killed')
   out, err = resumed.communicate(timeout=600)
   assert resumed.returncode == 0, err[-3000:]
   assert 'resumed from step' in out
-  expected, got = read_scalars(tmp_path / 'whole'), read_scalars(tmp_path / 'killed')
+  expected, got = read_scalars(uninterrupted), read_scalars(tmp_path / 'killed')
   np.testing.assert_array_equal([got['loss'][s] for s in range(1, 25)], [expected['loss'][s] for s in range(1, 25)])
   assert json.loads((tmp_path / 'killed' / 'result.json').read_text()) == json.loads(
-      (tmp_path / 'whole' / 'result.json').read_text())
+      (uninterrupted / 'result.json').read_text())
