@@ -42,13 +42,6 @@ def save(mngr: ocp.CheckpointManager, step: int, state, data_state: dict, metric
             metrics=metrics, force=force)
 
 
-def best_step(mngr: ocp.CheckpointManager, metric: str = BEST_METRIC):
-  """(step, metrics) of the checkpoint with the highest `metric`, or None when none was saved with it."""
-  scored = [(step, mngr.metrics(step)) for step in mngr.all_steps()]
-  scored = [(step, m) for step, m in scored if m and metric in m]
-  return max(scored, key=lambda x: (x[1][metric], x[0])) if scored else None
-
-
 def restore_state(mngr: ocp.CheckpointManager, step: int, abstract_state):
   return mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state))).state
 

@@ -109,15 +109,8 @@ def validate_finetune(config: ml_collections.ConfigDict, model: ModelConfig) -> 
                       f'model\'s max_position_embeddings {model.max_position_embeddings}.')
   if not 0 <= config.task.classifier_dropout < 1:
     raise ConfigError(f'config.task.classifier_dropout must be in [0, 1), got {config.task.classifier_dropout}.')
-  train = config.train
-  for name in ('batch_size', 'eval_batch_size', 'num_steps', 'log_every', 'checkpoint_every', 'keep_checkpoints'):
-    if train[name] < 1:
-      raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
-  if train.optimizer not in ('lamb', 'adamw'):
-    raise ConfigError(f"config.train.optimizer {train.optimizer!r}: expected 'lamb' or 'adamw'.")
-  if not 0 <= train.warmup_steps < train.num_steps or train.learning_rate <= 0:
-    raise ConfigError(f'config.train: warmup_steps ({train.warmup_steps}) must be below num_steps '
-                      f'({train.num_steps}) and learning_rate positive.')
+  _check_train(config.train, ('batch_size', 'eval_batch_size', 'num_steps', 'log_every', 'checkpoint_every',
+                              'keep_checkpoints'))
 
 
 def validate(config: ml_collections.ConfigDict) -> ModelConfig:
@@ -137,20 +130,24 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
   if not 0 < data.eval_fraction < 1 or data.chunk_documents < 1:
     raise ConfigError('config.data: eval_fraction must be in (0, 1) and chunk_documents positive.')
   train = config.train
-  for name in ('batch_size', 'num_steps'):
-    if train[name] < 1:
-      raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
-  for name in ('log_every', 'eval_every', 'eval_batches', 'checkpoint_every', 'keep_checkpoints'):
-    if train[name] < 1:
-      raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
+  _check_train(train, ('batch_size', 'num_steps', 'log_every', 'eval_every', 'eval_batches', 'checkpoint_every',
+                       'keep_checkpoints'))
   if bool(train.fill_mask_text) != bool(train.fill_mask_word) or train.fill_mask_word not in train.fill_mask_text:
     raise ConfigError('config.train.fill_mask_word must be a word of config.train.fill_mask_text (or both empty).')
+  return model
+
+
+def _check_train(train: ml_collections.ConfigDict, positive: tuple) -> None:
+  """What pretraining and fine-tuning both ask of config.train: the `positive` fields, the optimizer, the
+  schedule."""
+  for name in positive:
+    if train[name] < 1:
+      raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
   if train.optimizer not in ('lamb', 'adamw'):
     raise ConfigError(f"config.train.optimizer {train.optimizer!r}: expected 'lamb' or 'adamw'.")
   if not 0 <= train.warmup_steps < train.num_steps or train.learning_rate <= 0:
     raise ConfigError(f'config.train: warmup_steps ({train.warmup_steps}) must be below num_steps '
                       f'({train.num_steps}) and learning_rate positive.')
-  return model
 
 
 

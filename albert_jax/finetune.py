@@ -34,17 +34,14 @@ from albert_jax.summary import training_flops_per_sequence
 RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtype', 'remat', 'scan_unroll')
 
 
+TASKS = {**{name: glue.GlueTask for name in glue.GLUE}, 'race': race.RaceTask, 'squad_v1': squad.SquadTask,
+         'squad_v2': squad.SquadTask, 'builtin': builtin.BuiltinTask}
+
+
 def make_task(config):
-  if config.task.name in glue.GLUE:
-    return glue.GlueTask(config)
-  if config.task.name == 'race':
-    return race.RaceTask(config)
-  if config.task.name in ('squad_v1', 'squad_v2'):
-    return squad.SquadTask(config)
-  if config.task.name == 'builtin':
-    return builtin.BuiltinTask(config)
-  raise ConfigError(f'config.task.name {config.task.name!r} is not a task; known: '
-                    f'{", ".join([*glue.GLUE, "race", "squad_v1", "squad_v2", "builtin"])}.')
+  if config.task.name not in TASKS:
+    raise ConfigError(f'config.task.name {config.task.name!r} is not a task; known: {", ".join(TASKS)}.')
+  return TASKS[config.task.name](config)
 
 
 def load_init(config) -> tuple:
@@ -61,16 +58,19 @@ def load_init(config) -> tuple:
     pretraining.update(saved)
     model_config = validate(pretraining)
     mngr = checkpoint.manager(path, pretraining.train.keep_checkpoints, read_only=True)
-    best = checkpoint.best_step(mngr) or (mngr.latest_step(), None)
-    if best[0] is None:
+    # orbax's best by the saved metric (the latest step among equals); runs from before metrics were saved with
+    # checkpoints have none: their newest checkpoint.
+    step = mngr.best_step() or mngr.latest_step()
+    if step is None:
       raise ConfigError(f'config.init {init}: that pretraining workdir has no checkpoint yet.')
     mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.devices()[:1])
     program = step_lib.build(pretraining, model_config, mesh)
-    params = jax.device_get(checkpoint.restore_state(mngr, best[0], program.abstract_state())['params'])
+    params = jax.device_get(checkpoint.restore_state(mngr, step, program.abstract_state())['params'])
     vocab = (str(pipeline_lib.builtin_vocab_path(pretraining.data.tfds_data_dir, model_config.vocab_size))
              if pretraining.data.vocab == 'builtin' else pretraining.data.vocab)
-    score = f', held-out MLM accuracy {best[1][checkpoint.BEST_METRIC]:.4f}' if best[1] else ''
-    return model_config, params, vocab, f'{init} step {best[0]}{score}'
+    metrics = mngr.metrics(step)
+    score = f', held-out MLM accuracy {metrics[checkpoint.BEST_METRIC]:.4f}' if metrics else ''
+    return model_config, params, vocab, f'{init} step {step}{score}'
   _, params, loaded = interop.from_pretrained(init)
   model_config = ModelConfig.from_config(loaded.model)
   vocab = loaded.data.vocab if interop.detect_format(init) == 'albert_jax' else next(
@@ -233,7 +233,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   checkpoints.wait_until_finished()
 
   # ---- The best checkpoint: scored on every dev split, its predictions written.
-  best_step, _ = checkpoint.best_step(checkpoints, task.metric)
+  best_step = checkpoints.best_step()
   best = checkpoint.restore_state(checkpoints, best_step, abstract_state)['params']
   # 'score': the selection metric on a 0-1 scale (SQuAD's are percentages), what a sweep's report averages.
   result = {'best_step': best_step, 'metric': task.metric}

@@ -18,13 +18,18 @@ def tfds_dir(tmp_path_factory):
   return str(tmp_path_factory.mktemp('tensorflow_datasets'))
 
 
-@pytest.fixture(scope='session')
-def tiny_config(tfds_dir):
+def load_config(relative_path: str):
+  """get_config() of a config file of the repository, e.g. 'configs/tiny.py'."""
   import importlib.util
-  spec = importlib.util.spec_from_file_location('tiny', ROOT / 'configs' / 'tiny.py')
+  spec = importlib.util.spec_from_file_location('config', ROOT / relative_path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  config = module.get_config()
+  return module.get_config()
+
+
+@pytest.fixture(scope='session')
+def tiny_config(tfds_dir):
+  config = load_config('configs/tiny.py')
   config.data.tfds_data_dir = tfds_dir
   return config
 

@@ -1,20 +1,15 @@
 """Configs load, carry the released shapes, and broken configs fail early with a message naming the fix."""
-import importlib.util
-
 import pytest
 
 from albert_jax.config import validate
 from albert_jax.model import ConfigError, ModelConfig
-from conftest import ROOT
+from conftest import load_config as load_config_file
 
 CONFIGS = ['tiny', 'base', 'large', 'xlarge', 'xxlarge', 'bert_base', 'bert_large', 'bert_xlarge']
 
 
 def load_config(name):
-  spec = importlib.util.spec_from_file_location(name, ROOT / 'configs' / f'{name}.py')
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return load_config_file(f'configs/{name}.py')
 
 
 @pytest.mark.parametrize('name', CONFIGS)

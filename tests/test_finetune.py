@@ -1,7 +1,6 @@
 """The fine-tuning entry point: it starts from a pretraining workdir's best checkpoint, keeps the best checkpoint
 by dev, writes result.json and the leaderboards' files, resumes after SIGKILL exactly, and refuses bad setups
 before training."""
-import importlib.util
 import json
 import os
 import signal
@@ -22,17 +21,14 @@ from albert_jax import checkpoint, finetune, interop, train
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.interop import CheckpointError
 from albert_jax.model import ConfigError
-from conftest import ROOT
+from conftest import ROOT, load_config
 from test_downstream_data import mnli_folder, race_folder, write_tsv
 from test_squad import squad_file
 from test_train import read_scalars, small
 
 
 def builtin_config(tiny_config, init='none', **train_overrides):
-  spec = importlib.util.spec_from_file_location('builtin', ROOT / 'configs' / 'finetune' / 'builtin.py')
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+  config = load_config('configs/finetune/builtin.py')
   config.init = str(init)
   config.data.tfds_data_dir = tiny_config.data.tfds_data_dir
   config.train.update({**dict(batch_size=8, eval_batch_size=64, num_steps=12, warmup_steps=2, log_every=1,

@@ -43,7 +43,6 @@ def encode(tokenizer, text_a: str, text_b: Optional[str], max_seq_length: int) -
 
 class ClassificationTask:
   """A task whose examples are Examples with labels from `labels` (None: regression to a float)."""
-  family = 'classification'
   scale = 1.0
 
   def __init__(self, name: str, labels: Optional[Sequence[str]], metric: str, config):
@@ -203,27 +202,28 @@ class GlueSpec:
   tfds_keys: tuple            # TFDS text features, text_a then text_b
   train: Columns
   test: Columns
-  # split -> (TSV file, TFDS split, leaderboard file or None): the dev splits are scored, test splits predicted.
-  splits: tuple = (('dev', 'dev.tsv', 'validation', None), ('test', 'test.tsv', 'test', None))
+  # (split, TSV file, TFDS split, leaderboard file or None): the dev splits are scored, test splits predicted.
+  splits: tuple
+
+
+def _dev_and_test(leaderboard_file: str) -> tuple:
+  """The splits of every task but MNLI: dev.tsv (TFDS validation) and test.tsv (TFDS test)."""
+  return ('dev', 'dev.tsv', 'validation', None), ('test', 'test.tsv', 'test', leaderboard_file)
 
 
 _BINARY = ('0', '1')
 _NLI = ('entailment', 'not_entailment')
 GLUE = {
     'cola': GlueSpec('CoLA', _BINARY, 'mcc', ('sentence',), Columns(3, None, 1, header=False),
-                     Columns(1, None, None, 0), (('dev', 'dev.tsv', 'validation', None),
-                                                 ('test', 'test.tsv', 'test', 'CoLA.tsv'))),
+                     Columns(1, None, None, 0), _dev_and_test('CoLA.tsv')),
     'sst2': GlueSpec('SST-2', _BINARY, 'accuracy', ('sentence',), Columns(0, None, 1), Columns(1, None, None, 0),
-                     (('dev', 'dev.tsv', 'validation', None), ('test', 'test.tsv', 'test', 'SST-2.tsv'))),
+                     _dev_and_test('SST-2.tsv')),
     'mrpc': GlueSpec('MRPC', _BINARY, 'accuracy', ('sentence1', 'sentence2'), Columns(3, 4, 0),
-                     Columns(3, 4, None, 0), (('dev', 'dev.tsv', 'validation', None),
-                                              ('test', 'test.tsv', 'test', 'MRPC.tsv'))),
+                     Columns(3, 4, None, 0), _dev_and_test('MRPC.tsv')),
     'stsb': GlueSpec('STS-B', None, 'pearson', ('sentence1', 'sentence2'), Columns(7, 8, -1),
-                     Columns(7, 8, None, 0), (('dev', 'dev.tsv', 'validation', None),
-                                              ('test', 'test.tsv', 'test', 'STS-B.tsv'))),
+                     Columns(7, 8, None, 0), _dev_and_test('STS-B.tsv')),
     'qqp': GlueSpec('QQP', _BINARY, 'accuracy', ('question1', 'question2'), Columns(3, 4, 5),
-                    Columns(1, 2, None, 0), (('dev', 'dev.tsv', 'validation', None),
-                                             ('test', 'test.tsv', 'test', 'QQP.tsv'))),
+                    Columns(1, 2, None, 0), _dev_and_test('QQP.tsv')),
     'mnli': GlueSpec('MNLI', ('contradiction', 'entailment', 'neutral'), 'accuracy', ('premise', 'hypothesis'),
                      Columns(8, 9, -1), Columns(8, 9, None, 0),
                      (('dev', 'dev_matched.tsv', 'validation_matched', None),
@@ -233,12 +233,11 @@ GLUE = {
                       # The diagnostic set, predicted with the MNLI model (GLUE's AX), from its own folder.
                       ('ax', '../diagnostic/diagnostic.tsv', 'ax:test', 'AX.tsv'))),
     'qnli': GlueSpec('QNLI', _NLI, 'accuracy', ('question', 'sentence'), Columns(1, 2, -1), Columns(1, 2, None, 0),
-                     (('dev', 'dev.tsv', 'validation', None), ('test', 'test.tsv', 'test', 'QNLI.tsv'))),
+                     _dev_and_test('QNLI.tsv')),
     'rte': GlueSpec('RTE', _NLI, 'accuracy', ('sentence1', 'sentence2'), Columns(1, 2, -1), Columns(1, 2, None, 0),
-                    (('dev', 'dev.tsv', 'validation', None), ('test', 'test.tsv', 'test', 'RTE.tsv'))),
+                    _dev_and_test('RTE.tsv')),
     'wnli': GlueSpec('WNLI', _BINARY, 'accuracy', ('sentence1', 'sentence2'), Columns(1, 2, -1),
-                     Columns(1, 2, None, 0), (('dev', 'dev.tsv', 'validation', None),
-                                              ('test', 'test.tsv', 'test', 'WNLI.tsv'))),
+                     Columns(1, 2, None, 0), _dev_and_test('WNLI.tsv')),
 }
 _AX_COLUMNS = Columns(1, 2, None, 0)
 _TFDS_AX_KEYS = ('premise', 'hypothesis')
@@ -286,7 +285,7 @@ class GlueTask(ClassificationTask):
     for number, line in enumerate(lines[1:] if columns.header else lines, start=2 if columns.header else 1):
       if not line:
         continue
-      if len(line) < needed or (columns.label == -1 and len(line) < 2):
+      if len(line) < needed:
         raise DataError(f'{path}, line {number}: {len(line)} tab-separated fields, the {self.name} format has at '
                         f'least {needed} ({self.spec.directory}\'s {split} file as GLUE distributes it).')
       examples.append(Example(guid=line[columns.guid] if columns.guid is not None else str(number),

@@ -11,10 +11,10 @@ import pathlib
 
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import DataError
+from albert_jax.downstream.glue import ClassificationTask
 
 LEVELS = ('middle', 'high')
 CHOICES = 'ABCD'
@@ -47,19 +47,16 @@ def make_questions(article_id: str, level: str, row: dict, where: str) -> list:
   return out
 
 
-class RaceTask:
-  family = 'multiple_choice'
-  metric = 'eval_accuracy'
-  scale = 1.0
+class RaceTask(ClassificationTask):
+  """Four options per question: the classification's loss and prediction over [batch, 4] choice logits."""
 
   def __init__(self, config):
-    self.name = 'race'
+    super().__init__('race', tuple(CHOICES), 'eval_accuracy', config)
     self.data, self.tfds_data_dir = config.task.data, config.data.tfds_data_dir
     self.levels = [level.strip() for level in config.task.levels.split(',')]
     if not self.levels or any(level not in LEVELS for level in self.levels):
       raise DataError(f'config.task.levels {config.task.levels!r}: a comma-separated subset of middle, high.')
-    self.max_seq_length, self.max_qa_length = config.task.max_seq_length, config.task.max_qa_length
-    self.classifier_dropout = config.task.classifier_dropout
+    self.max_qa_length = config.task.max_qa_length
     if not 0 < self.max_qa_length <= self.max_seq_length - 4:
       raise DataError(f'config.task.max_qa_length {self.max_qa_length} must be positive and leave room for the '
                       f'article in max_seq_length {self.max_seq_length} (at most {self.max_seq_length - 4}).')
@@ -150,17 +147,6 @@ class RaceTask:
         out['segment_ids'][i, j, len(context) + 2:len(ids)] = 1
       out['label_ids'][i] = max(question.label, 0)
     return out
-
-  def loss(self, model, params, batch, rng, deterministic: bool):
-    logits = model.apply({'params': params}, batch['input_ids'], batch['segment_ids'], batch['input_mask'],
-                         deterministic=deterministic, rngs={'dropout': rng}).logits
-    per_question = optax.softmax_cross_entropy_with_integer_labels(logits, batch['label_ids']) * batch['weights']
-    count = jnp.sum(batch['weights'])
-    return jnp.sum(per_question) / jnp.maximum(count, 1), {'loss': jnp.sum(per_question), 'count': count}
-
-  def predict(self, model, params, batch) -> dict:
-    return {'logits': model.apply({'params': params}, batch['input_ids'], batch['segment_ids'],
-                                  batch['input_mask']).logits}
 
   def score(self, outputs: dict, questions: list, features: dict, split: str, prefix: str = 'eval_') -> dict:
     right = outputs['logits'].argmax(-1) == features['label_ids']

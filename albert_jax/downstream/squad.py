@@ -137,7 +137,6 @@ def parse(data: list, where: str, version: str) -> list:
 
 
 class SquadTask:
-  family = 'span'
   metric = 'eval_f1'  # the original keeps the checkpoint with the best dev F1
   scale = 100.0  # the official scorers print percentages
 
