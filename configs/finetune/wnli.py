@@ -1,4 +1,4 @@
-"""GLUE WNLI. run_glue.sh has no WNLI line: RTE's settings: the original's run_glue.sh settings.
+"""GLUE WNLI: run_glue.sh has no WNLI line, so these are its RTE settings.
 
 COMMAND: python -m albert_jax.finetune --config=configs/finetune/wnli.py --config.init=PATH --workdir=DIR
 """
