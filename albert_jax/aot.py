@@ -18,7 +18,7 @@ from typing import Optional
 
 import flax.linen as nn
 import jax
-from absl import flags, logging
+from absl import flags
 from ml_collections import config_flags
 
 from albert_jax import metrics, sharding
@@ -137,7 +137,7 @@ def check(config, topo: Topology, devices=None) -> Check:
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch_size(config.train.batch_size, mesh, f' of {topo.name}')
   dp = sharding.data_parallel_size(mesh)
-  program = step_lib.build(config, validate(config), mesh)
+  program = step_lib.build(config, validate(config).for_platform(devices[0].platform), mesh)
   state = program.abstract_state()
   batch = program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
                                  config.data.max_predictions_per_seq)
@@ -252,8 +252,6 @@ def markdown_row(config_name: str, topo: Topology, out: dict) -> str:
 
 def main(argv):
   del argv
-  if not flags.FLAGS['verbosity'].present:  # JAX logs at INFO that it found no TPU here
-    logging.set_verbosity(logging.WARNING)
   # libtpu takes a machine-wide lock to keep two processes off one TPU; compile-only devices need no such lock,
   # and without this a second check on the same machine fails.
   os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')

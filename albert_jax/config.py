@@ -7,7 +7,7 @@ import dataclasses
 import sys
 
 import ml_collections
-from absl import app, flags
+from absl import app, flags, logging
 
 from albert_jax.model import ConfigError, ModelConfig
 
@@ -173,6 +173,8 @@ def run_cli(main) -> None:
       fail(' '.join(str(e).split()))
 
   def checked(argv):
+    if not flags.FLAGS['verbosity'].present:  # TFDS and JAX log every dataset and backend they try at INFO
+      logging.set_verbosity(logging.WARNING)
     try:
       return main(argv)
     except ConfigError as e:

@@ -26,6 +26,8 @@ def main(argv):
   output = pathlib.Path(_OUTPUT.value)
   if output.exists() and any(output.iterdir()):
     raise app.UsageError(f'--output {output} is not empty; choose a new directory (nothing is overwritten).')
+  if _TO.value == 'tf':
+    interop.import_tensorflow('--to=tf')  # before reading anything
   model, params, config = interop.from_pretrained(_INPUT.value)
   cfg = ModelConfig.from_config(config.model)
   if _TO.value == 'albert_jax':

@@ -10,7 +10,7 @@ import json
 import pathlib
 
 import jax
-from absl import flags, logging
+from absl import flags
 from ml_collections import config_flags
 
 from albert_jax import checkpoint, sharding
@@ -25,7 +25,7 @@ def evaluate_run(config, workdir, devices=None) -> dict:
   workdir = pathlib.Path(workdir)
   checkpoint.check_workdir(workdir, config)  # the same model as the checkpoint's
   mesh = sharding.make_mesh(config.mesh, devices)
-  program = step_lib.build(config, model_config, mesh)
+  program = step_lib.build(config, model_config.for_platform(mesh.devices.flat[0].platform), mesh)
   restored = checkpoint.restore_latest(checkpoint.manager(workdir, config.train.keep_checkpoints),
                                        program.abstract_state())
   if restored is None:
@@ -43,8 +43,6 @@ def evaluate_run(config, workdir, devices=None) -> dict:
 
 def main(argv):
   del argv
-  if not flags.FLAGS['verbosity'].present:
-    logging.set_verbosity(logging.WARNING)
   result = evaluate_run(_CONFIG.value, _WORKDIR.value)
   print('  '.join(f'{k} {v:.4f}' if isinstance(v, float) else f'{k} {v}' for k, v in result.items()))
 

@@ -18,7 +18,7 @@ import flax.linen as nn
 import jax
 import ml_collections
 import numpy as np
-from absl import flags, logging
+from absl import flags
 from ml_collections import config_flags
 
 from albert_jax import aot, checkpoint, interop, metrics, sharding
@@ -31,7 +31,8 @@ from albert_jax.model import ConfigError, ModelConfig
 from albert_jax.summary import training_flops_per_sequence
 
 # Settings of config.model that apply to a loaded model (its shape comes from the checkpoint).
-RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtype', 'remat', 'scan_unroll')
+RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtype', 'remat', 'scan_unroll',
+                  'attention')
 
 
 TASKS = {**{name: glue.GlueTask for name in glue.GLUE}, 'race': race.RaceTask, 'squad_v1': squad.SquadTask,
@@ -64,7 +65,8 @@ def load_init(config) -> tuple:
     if step is None:
       raise ConfigError(f'config.init {init}: that pretraining workdir has no checkpoint yet.')
     mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.devices()[:1])
-    program = step_lib.build(pretraining, model_config, mesh)
+    # Only to restore its parameters, which any attention implementation reads alike.
+    program = step_lib.build(pretraining, dataclasses.replace(model_config, attention='xla'), mesh)
     params = jax.device_get(checkpoint.restore_state(mngr, step, program.abstract_state())['params'])
     vocab = (str(pipeline_lib.builtin_vocab_path(pretraining.data.tfds_data_dir, model_config.vocab_size))
              if pretraining.data.vocab == 'builtin' else pretraining.data.vocab)
@@ -138,6 +140,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   mesh = sharding.make_mesh(config.mesh, devices)
   for name in ('batch_size', 'eval_batch_size'):
     sharding.check_batch_size(config.train[name], mesh, f' (config.train.{name})')
+  platform_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
   host, hosts = jax.process_index(), jax.process_count()
   say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
   tokenizer = load_tokenizer(config, vocab, model_config)
@@ -153,7 +156,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       f' examples; starting from {init_description}')
 
   # ---- Model, optimizer, shardings and the compiled train step (train.py's program, with the task's head).
-  model = interop.make_model(model_config, task.head)
+  model = interop.make_model(platform_config, task.head)
   dummy = task.dummy_inputs()
   program = step_lib.make_program(
       model, lambda rng: model.init({'params': rng}, **dummy)['params'],
@@ -266,8 +269,6 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
 
 def main(argv):
   del argv
-  if not flags.FLAGS['verbosity'].present:
-    logging.set_verbosity(logging.WARNING)
   finetune_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir)
 
 

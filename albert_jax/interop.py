@@ -373,13 +373,24 @@ def load_hf(directory) -> tuple:
 # ---------------------------------------------------------------------------------------------------------------
 # Original TF ALBERT (TF1 name-based checkpoints plus albert_config.json).
 
+def import_tensorflow(what: str):
+  """TensorFlow, which reads and writes the original TF checkpoint format; without it (it is optional: the `tf`
+  extra) a CheckpointError says how to get it."""
+  try:
+    import tensorflow as tf
+  except ImportError:
+    raise CheckpointError(f"{what}: the original TF checkpoint format needs TensorFlow, which is not installed: "
+                          f"pip install -e '.[tf]' (or convert it to the HF or albert_jax format on a machine that "
+                          f"has TensorFlow).") from None
+  return tf
+
+
 def _tf_prefix(path: pathlib.Path) -> Optional[pathlib.Path]:
   """The checkpoint prefix for a prefix path, or for a directory holding one (newest by TF's `checkpoint` file)."""
   if pathlib.Path(str(path) + '.index').exists():
     return path
   if path.is_dir():
-    import tensorflow as tf
-    latest = tf.train.latest_checkpoint(str(path))
+    latest = import_tensorflow(str(path)).train.latest_checkpoint(str(path))
     if latest:
       return pathlib.Path(latest)
     indexes = sorted(path.glob('*.index'))
@@ -389,7 +400,7 @@ def _tf_prefix(path: pathlib.Path) -> Optional[pathlib.Path]:
 
 
 def load_tf(path) -> tuple:
-  import tensorflow as tf
+  tf = import_tensorflow(str(path))
   prefix = _tf_prefix(pathlib.Path(path))
   config_file = (prefix.parent if prefix else pathlib.Path(path)) / TF_CONFIG
   if not config_file.exists():
@@ -409,7 +420,7 @@ def load_tf(path) -> tuple:
 
 def save_tf(directory, params, cfg: ModelConfig) -> None:
   """Writes an original-format TF1 checkpoint (model.ckpt) and albert_config.json that the original code loads."""
-  import tensorflow as tf
+  tf = import_tensorflow(str(directory))
   directory = pathlib.Path(directory)
   directory.mkdir(parents=True, exist_ok=True)
   tensors = _to_external(params, cfg, _tf_entries)
@@ -485,5 +496,7 @@ def from_pretrained(path) -> tuple:
     config = full_config(cfg)
     if head:
       config.head = head
+  # Which attention a checkpoint was trained with says where it ran, not where it will: 'auto' picks for here.
+  config.model.attention = 'auto'
   model = make_model(ModelConfig.from_config(config.model), config.get('head'))
   return model, jax.tree.map(np.asarray, params), config

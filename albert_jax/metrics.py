@@ -1,17 +1,22 @@
 """Throughput, MFU against the device's peak, progress lines with ETA, and TensorBoard scalars."""
-import pathlib
+import os
 import resource
+import socket
 import time
 from typing import Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from etils import epath
+from tensorboard.compat.proto import event_pb2, summary_pb2
 
 # Dense bf16 peak per JAX device (a v2/v3 device is one core: half a chip).
+# GPUs report their CUDA name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3'); the first matching prefix counts, so the
+# PCIe and NVL H100s, with lower clocks, come before the SXM figure.
 PEAK_FLOPS = {'TPU v2': 22.5e12, 'TPU v3': 61.5e12, 'TPU v4': 275e12, 'TPU v5 lite': 197e12, 'TPU v5e': 197e12,
-              'TPU v5p': 459e12, 'TPU v6 lite': 918e12, 'TPU v6e': 918e12, 'NVIDIA H100': 989e12,
-              'NVIDIA H200': 989e12, 'NVIDIA A100': 312e12}
+              'TPU v5p': 459e12, 'TPU v6 lite': 918e12, 'TPU v6e': 918e12, 'NVIDIA H100 PCIe': 756e12,
+              'NVIDIA H100 NVL': 835e12, 'NVIDIA H100': 989e12, 'NVIDIA H200': 989e12, 'NVIDIA A100': 312e12}
 
 
 def measured_matmul_flops(size: int = 1024, repeats: int = 5) -> float:
@@ -116,20 +121,29 @@ def held_out_change(first: dict, last: dict, sentence_task: str) -> str:
 
 
 class Writer:
-  """TensorBoard event files (process 0 only)."""
+  """TensorBoard event files (process 0 only), written without TensorFlow: each scalar is an Event record holding
+  a `simple_value`, framed as TFRecords (tensorboard's RecordWriter), in a new file per run or resume, as
+  tf.summary does. The tags are the metric names."""
 
-  def __init__(self, workdir: pathlib.Path, enabled: bool):
-    self.writer = None
+  def __init__(self, workdir, enabled: bool):
+    self.records = None
     if enabled:
-      import tensorflow as tf
-      self.tf = tf
-      self.writer = tf.summary.create_file_writer(str(workdir / 'tensorboard'))
+      from tensorboard.summary.writer.record_writer import RecordWriter
+      directory = epath.Path(workdir) / 'tensorboard'
+      directory.mkdir(parents=True, exist_ok=True)
+      now = time.time()
+      name = f'events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.v2'
+      self.records = RecordWriter((directory / name).open('wb'))
+      self._write(event_pb2.Event(wall_time=now, file_version='brain.Event:2'))
+
+  def _write(self, event) -> None:
+    self.records.write(event.SerializeToString())
 
   def scalars(self, step: int, values: dict) -> None:
-    if self.writer is None:
+    if self.records is None:
       return
-    with self.writer.as_default():
-      for name, value in values.items():
-        if np.ndim(value) == 0 and np.isfinite(value):
-          self.tf.summary.scalar(name, float(value), step=step)
-    self.writer.flush()
+    summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=name, simple_value=float(value))
+                                         for name, value in values.items()
+                                         if np.ndim(value) == 0 and np.isfinite(value)])
+    self._write(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
+    self.records.flush()

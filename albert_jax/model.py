@@ -17,6 +17,7 @@ stacked on a leading 'layers' axis, and each scan step picks its copy by index.
 """
 import dataclasses
 import difflib
+import functools
 import math
 from typing import Any, Optional
 
@@ -24,6 +25,7 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
+from absl import logging
 
 LAYER_NORM_EPS = 1e-12  # The original uses 1e-12 everywhere, the MLM transform's LayerNorm included.
 MASK_BIAS = -10000.0  # Added to the attention scores of padded keys, as the original.
@@ -63,6 +65,9 @@ REMAT_POLICIES = {
     'save_dots_no_batch': jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
 DTYPES = ('float32', 'bfloat16', 'float16')
+# 'xla': the attention written out below (its own backward pass); 'cudnn': cuDNN's fused kernel through
+# jax.nn.dot_product_attention (NVIDIA GPUs); 'auto': cuDNN on a GPU where it takes the model, else XLA.
+ATTENTION = ('auto', 'xla', 'cudnn')
 
 
 class ConfigError(ValueError):
@@ -98,6 +103,7 @@ class ModelConfig:
   dtype: str = 'float32'  # compute dtype; 'bfloat16' on TPU
   param_dtype: str = 'float32'
   remat: str = 'none'  # one of REMAT_POLICIES
+  attention: str = 'auto'  # one of ATTENTION
   # Blocks per iteration of the scanned loop. 1 keeps the compiled program the same size at any depth (what
   # TPUs want); num_layers unrolls it, which spares XLA:CPU copying every layer's activations in and out of
   # the loop (~20% faster training on a CPU) at a compile time that grows with depth.
@@ -139,6 +145,11 @@ class ModelConfig:
         fail(f'{name} must be in [0, 1), got {getattr(self, name)!r}.')
     if not self.initializer_range > 0:
       fail(f'initializer_range must be positive, got {self.initializer_range!r}.')
+    if self.attention not in ATTENTION:
+      fail(f'unknown attention {self.attention!r}; expected one of {", ".join(ATTENTION)}.')
+    if self.attention == 'cudnn' and self.cudnn_refusal():
+      fail(f"attention 'cudnn': {self.cudnn_refusal()}; or use attention 'xla' (or 'auto', which picks cuDNN only "
+           f"where it can).")
 
   @classmethod
   def from_config(cls, model_config) -> 'ModelConfig':
@@ -155,6 +166,28 @@ class ModelConfig:
   @property
   def head_dim(self) -> int:
     return self.hidden_size // self.num_heads
+
+  def cudnn_refusal(self) -> Optional[str]:
+    """Why cuDNN's fused attention cannot run this model (with the fix), or None if it can."""
+    if self.dtype == 'float32':
+      return "cuDNN's fused attention computes in bfloat16 or float16: set model.dtype=bfloat16"
+    if self.head_dim % 8 or self.head_dim > 256:
+      return (f'cuDNN needs a head size that is a multiple of 8 and at most 256; hidden_size {self.hidden_size} / '
+              f'num_heads {self.num_heads} is {self.head_dim}')
+    if self.attention_dropout_rate:
+      return "cuDNN's fused attention has no dropout: set model.attention_dropout_rate=0"
+    return None
+
+  def for_platform(self, platform: str) -> 'ModelConfig':
+    """This config with `attention` resolved for devices of `platform` ('cpu', 'gpu', 'tpu'): 'auto' becomes
+    'cudnn' on a GPU whose cuDNN takes the model, else 'xla'; 'cudnn' anywhere but on a GPU is a ConfigError."""
+    if self.attention == 'cudnn' and platform != 'gpu':
+      raise ConfigError(f"config.model.attention 'cudnn' needs an NVIDIA GPU, and these devices are {platform}: use "
+                        f"'auto' (XLA here, cuDNN on a GPU) or 'xla'.")
+    if self.attention != 'auto':
+      return self
+    cudnn = platform == 'gpu' and self.cudnn_refusal() is None and cudnn_attention_compiles(self.head_dim, self.dtype)
+    return dataclasses.replace(self, attention='cudnn' if cudnn else 'xla')
 
   @property
   def num_blocks(self) -> int:
@@ -344,6 +377,31 @@ def _attend_backward(residuals, d_out):
 attend.defvjp(_attend_forward, _attend_backward)
 
 
+def cudnn_attend(q, k, v, lengths):
+  """cuDNN's fused attention for [batch, length, heads, head_dim] operands (q not scaled: the kernel scales by
+  1/√head_dim). Padding goes in as each row's length, which cuDNN masks itself and skips; a boolean mask or an
+  additive bias would become a dense bias whose gradient is always computed (jax#28974, jax#32242). Right padding
+  only, as every batch albert_jax makes; padded query rows come out as zeros."""
+  return jax.nn.dot_product_attention(q, k, v, query_seq_lengths=lengths, key_value_seq_lengths=lengths,
+                                      implementation='cudnn')
+
+
+@functools.cache
+def cudnn_attention_compiles(head_dim: int, dtype: str) -> bool:
+  """Whether cuDNN's fused attention, forward and backward, compiles on this GPU for this head size and dtype: a
+  cuDNN without a plan for it (jax#32430: CUDA 13) makes 'auto' fall back to XLA instead of failing the run."""
+  x = jax.ShapeDtypeStruct((2, 128, 2, head_dim), jnp.dtype(dtype))
+  lengths = jax.ShapeDtypeStruct((2,), jnp.int32)
+  loss = lambda q, k, v, n: cudnn_attend(q, k, v, n).astype(jnp.float32).sum()
+  try:
+    jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(x, x, x, lengths).compile()
+    return True
+  except Exception as e:  # pylint: disable=broad-except  (XLA and cuDNN raise several kinds)
+    logging.warning("model.attention 'auto': cuDNN's fused attention does not compile here (%s); using XLA's.",
+                    ' '.join(str(e).split())[:300])
+    return False
+
+
 class SelfAttention(nn.Module):
   """Multi-head self-attention, output projection, residual, post-LayerNorm."""
   config: ModelConfig
@@ -351,21 +409,25 @@ class SelfAttention(nn.Module):
   deterministic: bool = True
 
   @nn.compact
-  def __call__(self, x, copy, mask_bias):
+  def __call__(self, x, copy, padding):
+    """padding: what `padding_for` made of the attention mask for this config's attention."""
     cfg = self.config
     heads = (cfg.num_heads, cfg.head_dim)
     project_in = lambda name: Dense(cfg, (cfg.hidden_size,), heads, 'hidden', 'heads', self.copies,
                                     name=name)(x, copy)
-    # [batch, heads, length, head_dim]: batch-major operands, which XLA:CPU multiplies ~4x faster than the
-    # [batch, length, heads, head_dim] layout the projections produce (TPUs do not mind either way).
-    q, k, v = (jnp.swapaxes(project_in(name), 1, 2) for name in ('query', 'key', 'value'))
-    q = q / jnp.asarray(math.sqrt(cfg.head_dim), q.dtype)  # on q: [.., head_dim] is smaller than the scores
-    if self.deterministic or cfg.attention_dropout_rate == 0:
-      context = attend(q, k, v, mask_bias)
-    else:  # dropout on the probabilities: autodiff's gradient
-      probs = nn.Dropout(cfg.attention_dropout_rate)(_attention_probs(q, k, mask_bias), deterministic=False)
-      context = _attention_context(probs, v)
-    context = jnp.swapaxes(context, 1, 2)
+    if cfg.attention == 'cudnn':  # [batch, length, heads, head_dim] as the projections make them
+      context = cudnn_attend(*(project_in(name) for name in ('query', 'key', 'value')), padding)
+    else:
+      # [batch, heads, length, head_dim]: batch-major operands, which XLA:CPU multiplies ~4x faster than the
+      # [batch, length, heads, head_dim] layout the projections produce (TPUs do not mind either way).
+      q, k, v = (jnp.swapaxes(project_in(name), 1, 2) for name in ('query', 'key', 'value'))
+      q = q / jnp.asarray(math.sqrt(cfg.head_dim), q.dtype)  # on q: [.., head_dim] is smaller than the scores
+      if self.deterministic or cfg.attention_dropout_rate == 0:
+        context = attend(q, k, v, padding)
+      else:  # dropout on the probabilities: autodiff's gradient
+        probs = nn.Dropout(cfg.attention_dropout_rate)(_attention_probs(q, k, padding), deterministic=False)
+        context = _attention_context(probs, v)
+      context = jnp.swapaxes(context, 1, 2)
     out = Dense(cfg, heads, (cfg.hidden_size,), 'heads', 'hidden', self.copies, name='output')(context, copy)
     out = nn.Dropout(cfg.dropout_rate)(out, deterministic=self.deterministic)
     return LayerNorm(cfg, 'hidden', self.copies, name='layer_norm')(x + out, copy)
@@ -396,11 +458,11 @@ class Block(nn.Module):
   deterministic: bool = True
 
   @nn.compact
-  def __call__(self, x, block_index, mask_bias):
+  def __call__(self, x, block_index, padding):
     cfg = self.config
     attention_copies, ffn_copies = cfg.attention_copies, cfg.ffn_copies
     x = SelfAttention(cfg, attention_copies, self.deterministic, name='attention')(
-        x, cfg.block_copy(block_index, attention_copies), mask_bias)
+        x, cfg.block_copy(block_index, attention_copies), padding)
     x = FeedForward(cfg, ffn_copies, self.deterministic, name='ffn')(x, cfg.block_copy(block_index, ffn_copies))
     x = nn.with_logical_constraint(x, ('batch', 'length', 'act_hidden'))
     return x, None
@@ -412,7 +474,7 @@ class Encoder(nn.Module):
   deterministic: bool = True
 
   @nn.compact
-  def __call__(self, x, mask_bias):
+  def __call__(self, x, padding):
     cfg = self.config
     if cfg.embedding_size != cfg.hidden_size or cfg.embedding_projection:
       x = Dense(cfg, (cfg.embedding_size,), (cfg.hidden_size,), 'embedding', 'hidden',
@@ -424,7 +486,7 @@ class Encoder(nn.Module):
       block = nn.remat(Block, prevent_cse=False, policy=REMAT_POLICIES[cfg.remat])
     blocks = nn.scan(block, variable_broadcast='params', split_rngs={'params': False, 'dropout': True},
                      in_axes=(0, nn.broadcast), length=cfg.num_blocks, unroll=min(cfg.scan_unroll, cfg.num_blocks))
-    x, _ = blocks(cfg, self.deterministic, name='block')(x, jnp.arange(cfg.num_blocks), mask_bias)
+    x, _ = blocks(cfg, self.deterministic, name='block')(x, jnp.arange(cfg.num_blocks), padding)
     return x
 
 
@@ -443,6 +505,14 @@ class MLMHead(nn.Module):
     return (embeddings.attend(x) + bias.astype(jnp.dtype(cfg.dtype))).astype(jnp.float32)
 
 
+def padding_for(cfg: ModelConfig, attention_mask):
+  """The attention mask (int [batch, length], 1 = real token) as the attention takes it: for XLA's, an additive
+  [batch, 1, 1, key] bias of -10000 on padded keys (the original's); for cuDNN's, each row's length."""
+  if cfg.attention == 'cudnn':
+    return attention_mask.sum(-1, dtype=jnp.int32)
+  return ((1.0 - attention_mask.astype(jnp.float32)) * MASK_BIAS)[:, None, None, :]
+
+
 def backbone(cfg: ModelConfig, input_ids, token_type_ids, attention_mask, deterministic: bool,
              pool: bool = True) -> tuple:
   """(embeddings module, sequence_output, pooled_output): the encoder every head sits on. Called inside a
@@ -459,10 +529,11 @@ def backbone(cfg: ModelConfig, input_ids, token_type_ids, attention_mask, determ
   if input_ids.shape[1] > cfg.max_position_embeddings:
     raise ValueError(f'sequence length {input_ids.shape[1]} exceeds model.max_position_embeddings '
                      f'{cfg.max_position_embeddings}.')
-  # [batch, 1, 1, key]: padded keys get -10000 before the softmax.
-  mask_bias = ((1.0 - attention_mask.astype(jnp.float32)) * MASK_BIAS)[:, None, None, :]
+  if cfg.attention == 'auto':  # a program built by train, finetune or aot has it resolved for its mesh already
+    cfg = cfg.for_platform(jax.default_backend())
   embeddings = Embeddings(cfg, deterministic, name='embeddings')
-  sequence_output = Encoder(cfg, deterministic, name='encoder')(embeddings(input_ids, token_type_ids), mask_bias)
+  sequence_output = Encoder(cfg, deterministic, name='encoder')(embeddings(input_ids, token_type_ids),
+                                                                padding_for(cfg, attention_mask))
   if not pool:
     return embeddings, sequence_output, None
   pooled_output = jnp.tanh(Dense(cfg, (cfg.hidden_size,), (cfg.hidden_size,), 'hidden', 'hidden_out',

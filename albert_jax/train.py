@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from absl import flags, logging
+from absl import flags
 from ml_collections import config_flags
 
 from albert_jax import aot, checkpoint, metrics, sharding
@@ -72,6 +72,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch_size(config.train.batch_size, mesh)
+  model_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
   host, hosts = jax.process_index(), jax.process_count()
   # Host 0 speaks for all; on a pod its lines say so, as each worker's log file is read on its own.
   say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
@@ -186,8 +187,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
 def main(argv):
   del argv
-  if not flags.FLAGS['verbosity'].present:  # TFDS and JAX log every dataset and backend at INFO
-    logging.set_verbosity(logging.WARNING)
   if _DISTRIBUTED.value:
     jax.distributed.initialize(coordinator_address=_COORDINATOR.value, num_processes=_NUM_PROCESSES.value,
                                process_id=_PROCESS_ID.value, initialization_timeout=120)

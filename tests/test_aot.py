@@ -1,13 +1,17 @@
 """The ahead-of-time fit check: compiles the real training step for TPU topologies with libtpu's compile-only
 devices (no TPU here) and reads the compiler's memory figures."""
 import math
+import os
+import subprocess
+import sys
 
 import jax
 import pytest
 
-from albert_jax import aot
+from albert_jax import aot, tpu_environment
 from albert_jax.model import ConfigError
 from albert_jax.summary import count_params
+from conftest import ROOT
 
 
 @pytest.mark.parametrize('name, grid, devices', [
@@ -86,3 +90,29 @@ def test_training_stops_before_reading_data_when_the_step_does_not_fit(tiny_conf
   monkeypatch.setattr(train.pipeline_lib.Pipeline, 'next_batch', lambda self: pytest.fail('read data'))
   with pytest.raises(ConfigError, match=r'does not fit in device memory .*python -m albert_jax.aot'):
     train.train_and_evaluate(tiny_config, tmp_path, devices=jax.devices()[:1])
+
+
+def test_nothing_from_libtpu_reaches_the_console_where_there_is_no_tpu():
+  """With libtpu installed (the tpu extra) and no TPU, a bare JAX start prints libtpu's errors; our CLIs print
+  nothing on stderr, the fit check's compile for a TPU topology included."""
+  env = {k: v for k, v in os.environ.items() if not k.startswith('TPU_')}  # not what importing albert_jax set here
+  run = lambda *args: subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300,
+                                     cwd=ROOT, env=env)
+  bare = run('-c', 'import jax; jax.devices()')
+  assert 'TPU_WORKER_HOSTNAMES' in bare.stderr  # what a user of plain JAX sees here
+  for args in (['albert_jax.summary', '--config=configs/tiny.py'],
+               ['albert_jax.aot', '--config=configs/tiny.py', '--topology=v5e-4']):
+    out = run('-m', *args)
+    assert out.returncode == 0 and out.stderr == '', out.stderr
+    assert out.stdout.strip()
+  assert 'fits' in out.stdout
+
+
+def test_libtpu_is_left_alone_on_a_tpu_vm_and_user_settings_are_kept(monkeypatch):
+  for name in ('TPU_HOST_BOUNDS', 'TPU_WORKER_HOSTNAMES'):
+    monkeypatch.delenv(name, raising=False)
+  assert tpu_environment.quiet_libtpu_without_tpu(4) == {} and 'TPU_HOST_BOUNDS' not in os.environ
+  assert tpu_environment.quiet_libtpu_without_tpu(-1) == {}  # unknown: touch nothing
+  monkeypatch.setenv('TPU_WORKER_HOSTNAMES', 'worker-0,worker-1')
+  assert tpu_environment.quiet_libtpu_without_tpu(0) == {'TPU_HOST_BOUNDS': '1,1,1'}
+  assert os.environ['TPU_WORKER_HOSTNAMES'] == 'worker-0,worker-1'

@@ -19,6 +19,9 @@ CASES = {
     'train: a value of the wrong type': (
         ['albert_jax.train', '--config=configs/tiny.py', '--workdir={tmp}/run', '--config.train.num_steps=many'],
         "invalid literal for int() with base 10: 'many'"),
+    'train: cuDNN attention on a CPU': (
+        ['albert_jax.train', '--config=configs/tiny.py', '--workdir={tmp}/run', '--config.model.attention=cudnn',
+         '--config.model.dtype=bfloat16'], "attention 'cudnn' needs an NVIDIA GPU, and these devices are cpu"),
     'evaluate: a workdir without a checkpoint': (
         ['albert_jax.evaluate', '--config=configs/tiny.py', '--workdir={tmp}', '--config.data.tfds_data_dir={tfds}'],
         'holds no checkpoint to evaluate'),
@@ -40,6 +43,9 @@ CASES = {
     'finetune: an init that is no checkpoint': (
         ['albert_jax.finetune', '--config=configs/finetune/rte.py', '--workdir={tmp}/ft', '--config.init={tmp}/none'],
         'no checkpoint found'),
+    'finetune: cuDNN attention in float32': (
+        ['albert_jax.finetune', '--config=configs/finetune/builtin.py', '--workdir={tmp}/ft',
+         '--config.model.attention=cudnn'], 'computes in bfloat16 or float16: set model.dtype=bfloat16'),
     'squad_eval: a data file that does not exist': (
         ['albert_jax.downstream.squad_eval', '{tmp}/dev-v2.0.json', '{tmp}/predictions.json'],
         'the SQuAD data file {tmp}/dev-v2.0.json cannot be read'),

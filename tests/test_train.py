@@ -13,7 +13,7 @@ import time
 import jax
 import numpy as np
 import pytest
-import tensorflow as tf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from albert_jax import train
 from albert_jax.data import pipeline
@@ -33,12 +33,14 @@ def small(config, **train_overrides):
 
 
 def read_scalars(workdir) -> dict:
-  """{tag: {step: value}} from the TensorBoard event files; a later file's value for a step wins."""
+  """{tag: {step: value}} from the TensorBoard event files, read by TensorBoard's own EventAccumulator; a later
+  file's value for a step wins (a resumed run writes a new file)."""
   out = {}
   for path in sorted(glob.glob(f'{workdir}/tensorboard/events.*'), key=os.path.getmtime):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        out.setdefault(value.tag, {})[event.step] = float(tf.make_ndarray(value.tensor))
+    events = EventAccumulator(path, size_guidance={'scalars': 0})
+    events.Reload()
+    for tag in events.Tags()['scalars']:
+      out.setdefault(tag, {}).update({e.step: e.value for e in events.Scalars(tag)})
   return out
 
 

@@ -1,5 +1,5 @@
 """The built-in corpus: English prose that every Python installation carries, prepared once into a local TFDS
-dataset, with no download.
+dataset (ArrayRecord, which TFDS writes and reads without TensorFlow), with no download.
 
 A document is one piece of running text whose consecutive sentences belong together: one help topic of
 pydoc_data (the language reference's prose), or one docstring of the standard library (a module's, a class's or a
@@ -88,8 +88,9 @@ def documents() -> list:
 class AlbertBuiltinCorpus(tfds.core.GeneratorBasedBuilder):
   """Prose of Python's own documentation: one document per help topic or long docstring. Deterministic for a
   given Python version, whose number names the config."""
-  VERSION = tfds.core.Version('2.0.0')
-  RELEASE_NOTES = {'2.0.0': 'One document per help topic or docstring of 3+ sentences (1.0.0: one per module).'}
+  VERSION = tfds.core.Version('3.0.0')
+  RELEASE_NOTES = {'2.0.0': 'One document per help topic or docstring of 3+ sentences (1.0.0: one per module).',
+                   '3.0.0': 'The same documents, stored as ArrayRecord: read without TensorFlow.'}
   BUILDER_CONFIGS = [tfds.core.BuilderConfig(name=f'python{sys.version_info[0]}.{sys.version_info[1]}')]
 
   def _info(self):

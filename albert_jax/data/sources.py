@@ -13,12 +13,14 @@ Spec strings (`data.source`, comma-separated or a list; `@weight` sets a mixture
 import collections
 import dataclasses
 import glob
+import importlib
 import itertools
 import pathlib
 import re
 from typing import Iterator, Optional
 
 import sentencex
+from etils import epath
 
 from albert_jax.model import ConfigError
 
@@ -138,6 +140,37 @@ class TextFiles:
         yield [line.strip() for line in text.split('\n') if line.strip()]
 
 
+def tfds_examples(builder, split: str, what: str, feature: Optional[str] = None) -> Iterator:
+  """The examples of `split` of a prepared TFDS dataset in stored order, as numpy values (text as bytes); only
+  `feature` of each, if given.
+
+  A dataset stored in a random-access format (ArrayRecord, Parquet) is read through its data source, without
+  TensorFlow; one stored as TFRecord (TFDS's default) only through tf.data, which needs TensorFlow (the `tf`
+  extra): without it, a SourceError names `what` (a data.source or a task) and the two ways out. Anything else
+  that goes wrong (a dataset not prepared, a missing split) is raised as TFDS raises it, for the caller to name."""
+  import tensorflow_datasets as tfds
+  if builder.info.available_file_formats() & tfds.core.file_adapters.FileFormat.with_random_access():
+    data = builder.as_data_source(split=split)
+    return (data[i] if feature is None else data[i][feature] for i in range(len(data)))
+  _require_tensorflow(builder, what)
+  dataset = builder.as_dataset(split=split, shuffle_files=False)
+  if feature is None:
+    return iter(tfds.as_numpy(dataset))
+  # One feature, in batches: a tf.data step per example is slow.
+  return (x for batch in tfds.as_numpy(dataset.map(lambda example: example[feature]).batch(64)) for x in batch)
+
+
+def _require_tensorflow(builder, what: str) -> None:
+  try:
+    importlib.import_module('tensorflow')  # tf.data reads TFRecord files
+  except ImportError:
+    raise SourceError(
+        f"{what}: {builder.data_dir} is stored as TFRecord, which only TensorFlow reads, and TensorFlow is not "
+        f"installed. Install it (pip install -e '.[tf]'), or convert the dataset once, where TensorFlow is, to "
+        f"ArrayRecord, which albert_jax reads without it: pip install tensorflow-cpu apache-beam mlcroissant && "
+        f"tfds convert_format --dataset_version_dir={builder.data_dir} --out_file_format=array_record") from None
+
+
 class TfdsSource:
   """The train split of a TFDS dataset, read in its stored order (never shuffled, so indices are stable)."""
 
@@ -165,15 +198,15 @@ class TfdsSource:
       self.sliceable = False
 
   def _texts(self, split):
-    """The raw text (bytes) of each example of `split`, read in batches (an eager step per example is slow)."""
-    import tensorflow_datasets as tfds
+    """The raw text (bytes) of each example of `split`."""
     try:
-      batches = tfds.as_numpy(self.builder.as_dataset(split=split, shuffle_files=False).batch(64))
+      return tfds_examples(self.builder, split, f'data.source {self.name}', self.text_key)
+    except SourceError:
+      raise
     except Exception as e:  # not prepared, missing files, ...
       raise SourceError(f'data.source {self.name}: cannot read split {split!r} ({e}). Prepare it first with '
                         f'tfds build or tfds.builder(...).download_and_prepare(), and set data.tfds_data_dir '
                         f'to where it is.') from e
-    return (text for batch in batches for text in batch[self.text_key])
 
   def __len__(self):
     return self.size
@@ -191,18 +224,20 @@ class TfdsSource:
 
 
 def builtin_builder(data_dir: Optional[str]):
-  """The TFDS builder of the built-in corpus, prepared on first use (seconds; no network)."""
+  """The TFDS builder of the built-in corpus, prepared on first use (seconds; no network) as ArrayRecord: TFDS's
+  default, TFRecord, needs TensorFlow to write and to read."""
   import tensorflow_datasets as tfds
   from albert_jax.data import builtin_corpus
-  builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir)
-  if not builder.is_prepared():
+  builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir, file_format='array_record')
+  # What is_prepared() checks, without its warning about the empty version folder the builder has just made.
+  if not (epath.Path(builder.data_dir) / 'dataset_info.json').exists():
     # The builder prints its own start and end lines; TFDS's bars (an ETA of an hour for a few seconds of
     # shuffling) would only confuse.
     tfds.display_progress_bar(False)
     try:
       builder.download_and_prepare()
     except FileExistsError:  # another process on this machine (a local multi-host run) prepared it first
-      builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir)
+      builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir, file_format='array_record')
     finally:
       tfds.display_progress_bar(True)
   return builder

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import DataError
 
@@ -304,8 +305,10 @@ class GlueTask(ClassificationTask):
       name, tfds_split, keys = 'glue/ax', tfds_split[3:], _TFDS_AX_KEYS
     try:
       builder = tfds.builder(name, data_dir=self.tfds_data_dir)
-      rows = tfds.as_numpy(builder.as_dataset(split=tfds_split, shuffle_files=False))
+      rows = sources.tfds_examples(builder, tfds_split, f'task {self.name}: TFDS {name}')
       label_names = getattr(builder.info.features['label'], 'names', None)
+    except sources.SourceError:
+      raise
     except Exception as e:  # not prepared, a missing split, ...
       raise DataError(f'TFDS {name} split {tfds_split!r} cannot be read ({e}). Prepare it (tfds build {name}) and '
                       f'set data.tfds_data_dir, or set task.data to the GLUE TSV folder.') from e

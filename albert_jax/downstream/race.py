@@ -12,6 +12,7 @@ import pathlib
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import DataError
 from albert_jax.downstream.glue import ClassificationTask
@@ -112,7 +113,9 @@ class RaceTask(ClassificationTask):
     import tensorflow_datasets as tfds
     try:
       builder = tfds.builder(f'race/{level}', data_dir=self.tfds_data_dir)
-      rows = tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False))
+      rows = sources.tfds_examples(builder, split, f'task race: TFDS race/{level}')
+    except sources.SourceError:
+      raise
     except Exception as e:  # not prepared, ...
       raise DataError(f'TFDS race/{level} split {split!r} cannot be read ({e}). Prepare it (tfds build '
                       f'race/{level}) and set data.tfds_data_dir, or set task.data to the RACE folder.') from e

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import squad_eval
 from albert_jax.downstream import DataError
@@ -188,8 +189,10 @@ class SquadTask:
     import tensorflow_datasets as tfds
     name = f'squad/{self.version}'
     try:
-      rows = tfds.as_numpy(tfds.builder(name, data_dir=self.tfds_data_dir).as_dataset(
-          split='train' if split == 'train' else 'validation', shuffle_files=False))
+      rows = sources.tfds_examples(tfds.builder(name, data_dir=self.tfds_data_dir),
+                                   'train' if split == 'train' else 'validation', f'task {self.version}: TFDS {name}')
+    except sources.SourceError:
+      raise
     except Exception as e:  # not prepared, ...
       raise DataError(f'TFDS {name} cannot be read ({e}). Prepare it (tfds build {name}) and set '
                       f'data.tfds_data_dir, or set task.data to the folder of the official JSON files.') from e

@@ -1,0 +1,30 @@
+"""libtpu's environment on a machine without a TPU, set when albert_jax is imported, before JAX starts a backend.
+
+The `tpu` extra installs libtpu, which the fit check (aot.py) compiles with on any machine. When JAX loads it, it
+looks for the TPU VM's metadata (the accelerator type, the host bounds, the other workers' hostnames), finds none
+on a laptop, a CPU VM or a GPU machine, and prints half a dozen lines of errors that read as a broken install.
+Where the machine has no TPU chip, we give libtpu the answer it was looking for (one host of its own), and it is
+quiet; it still fails to start a TPU backend (there is none) and JAX falls back as before, and compile-only TPU
+topologies compile exactly as without it (the same programs and memory, tested). On a TPU VM nothing is touched,
+so its real errors still show.
+"""
+import os
+
+
+def tpu_chips() -> int:
+  """TPU chips on this machine's PCI bus, by JAX's own test; -1 (unknown) where that test is unavailable."""
+  try:
+    from jax._src.hardware_utils import num_available_tpu_chips_and_device_id
+  except ImportError:  # moved in a newer JAX: leave libtpu alone
+    return -1
+  return num_available_tpu_chips_and_device_id()[0]
+
+
+def quiet_libtpu_without_tpu(chips: int) -> dict:
+  """The libtpu variables set (and not already set by the user) for a machine with `chips` TPU chips."""
+  if chips != 0:
+    return {}
+  defaults = {'TPU_HOST_BOUNDS': '1,1,1', 'TPU_WORKER_HOSTNAMES': 'localhost'}
+  added = {k: v for k, v in defaults.items() if k not in os.environ}
+  os.environ.update(added)
+  return added
