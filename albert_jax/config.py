@@ -33,6 +33,9 @@ def defaults() -> ml_collections.ConfigDict:
   config.data.eval_fraction = 0.01  # the last documents of each source, held out for evaluation
   config.data.chunk_documents = 256  # documents turned into instances and shuffled together
   config.data.seed = 12345
+  # Background processes making batches, for hosts that feed accelerators faster than one core makes batches:
+  # -1 is one per local accelerator device (at most the cores but one), none where the devices are CPUs.
+  config.data.workers = -1
 
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 4096  # global, over all hosts
@@ -127,8 +130,9 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
     raise ConfigError(f"config.data.sentence_task {data.sentence_task!r}: expected 'sop', 'nsp' or 'none'.")
   if not 0 < data.masked_lm_prob < 1 or not 0 <= data.short_seq_prob <= 1 or data.ngram < 1:
     raise ConfigError('config.data: masked_lm_prob must be in (0, 1), short_seq_prob in [0, 1], ngram >= 1.')
-  if not 0 < data.eval_fraction < 1 or data.chunk_documents < 1:
-    raise ConfigError('config.data: eval_fraction must be in (0, 1) and chunk_documents positive.')
+  if not 0 < data.eval_fraction < 1 or data.chunk_documents < 1 or data.workers < -1:
+    raise ConfigError('config.data: eval_fraction must be in (0, 1), chunk_documents positive, and workers a count '
+                      'or -1 (one per accelerator device).')
   train = config.train
   _check_train(train, ('batch_size', 'num_steps', 'log_every', 'eval_every', 'eval_batches', 'checkpoint_every',
                        'keep_checkpoints'))

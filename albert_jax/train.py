@@ -85,7 +85,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         'jax': jax.__version__}, indent=2) + '\n')
 
   # ---- Data: this host's shard of the training documents, and the held-out ones.
-  train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts)
+  train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts,
+                                     workers=pipeline_lib.worker_count(config.data.workers, jax.local_devices()))
   held_out = pipeline_lib.held_out_sets(config, tokenizer, host, hosts)
 
   # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
@@ -165,9 +166,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       best_metric = {checkpoint.BEST_METRIC: float(eval_metrics['eval_mlm_accuracy'])} if evaluated_now else None
       checkpoint.save(checkpoints, step, state, all_hosts(data_state), best_metric, force=True)
     if preempted:
+      train_data.close()
       checkpoints.wait_until_finished()
       say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
       return {'preempted_at': step, **eval_metrics}
+  train_data.close()
   checkpoints.wait_until_finished()
 
   # ---- Closing report (a run resumed at its last step has trained nothing now: evaluate it for the report).

@@ -41,10 +41,10 @@ def make_batch(batch: int, seq_len: int, predictions: int, vocab: int) -> dict:
           'sentence_order_labels': rng.integers(0, 2, batch).astype(np.int32)}
 
 
-def time_interleaved(steps_by_name: dict, repeats: int) -> dict:
+def time_interleaved(steps_by_name: dict, repeats: int, block: int = 1) -> dict:
   """Median seconds per step of each, alternating in short blocks so that a machine whose speed drifts (a shared
   VM) slows both alike. The first step of each block is not timed: the other runtime's threads may still be
-  spinning from its last step."""
+  spinning from its last step. The next `block` steps are timed together."""
   for step in steps_by_name.values():  # compile and warm up
     step()
   times = {name: [] for name in steps_by_name}
@@ -52,8 +52,9 @@ def time_interleaved(steps_by_name: dict, repeats: int) -> dict:
     for name, step in steps_by_name.items():
       step()
       start = time.perf_counter()
-      step()
-      times[name].append(time.perf_counter() - start)
+      for _ in range(block):
+        step()
+      times[name].append((time.perf_counter() - start) / block)
   return {name: statistics.median(t) for name, t in times.items()}
 
 

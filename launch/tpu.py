@@ -81,13 +81,15 @@ def create(g: Gcloud) -> None:
 
 
 def setup(g: Gcloud) -> None:
-  """This checkout (committed files) onto every worker, installed with the TPU extra into a venv there."""
+  """This checkout (committed files) onto every worker, installed with the TPU extra into a venv there, and the
+  TensorFlow one: TFDS datasets made with `tfds build` are stored as TFRecord, which only TensorFlow reads."""
   archive = f'/tmp/albert_jax-{g.args.name}.tar.gz'
   g.run(['git', '-C', str(REPO), 'archive', '--format=tar.gz', f'--output={archive}', 'HEAD'])
   g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'scp', archive, f'{g.args.name}:albert_jax.tar.gz', *g.where(),
          '--worker=all'])
   g.run(g.ssh(f'rm -rf {REMOTE_DIR} && mkdir -p {REMOTE_DIR} && tar xzf $HOME/albert_jax.tar.gz -C {REMOTE_DIR} && '
-              f'python3 -m venv {REMOTE_DIR}/.venv && {REMOTE_DIR}/.venv/bin/pip install -q -e "{REMOTE_DIR}[tpu]"'))
+              f'python3 -m venv {REMOTE_DIR}/.venv && '
+              f'{REMOTE_DIR}/.venv/bin/pip install -q -e "{REMOTE_DIR}[tpu,tf]"'))
 
 
 def stop(g: Gcloud) -> None:

@@ -263,6 +263,51 @@ def test_restored_state_resumes_at_exactly_the_same_batch(tiny_config, builtin_t
     pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, split='eval').restore({**state, 'host_count': 2})
 
 
+def test_worker_processes_make_the_same_batches_and_resume_exactly(tiny_config, builtin_tokenizer, tmp_path):
+  """Two sources mixed by weight, chunk and epoch boundaries crossed: background workers serve the batches the
+  main process makes itself, count the same skipped input, and resume from a state at exactly the next batch."""
+  lines = tmp_path / 'corpus.txt'
+  docs = [' '.join(f'Sentence {d}.{i} of document {d} says {"x" * (d % 7)} things.' for i in range(3 + d % 4))
+          for d in range(40)]
+  lines.write_text('\n\n'.join(doc.replace('. ', '.\n') for doc in docs) + '\n\n\n\xff broken bytes\n')
+  config = tiny_config.copy_and_resolve_references()
+  config.data.source = f'builtin@2,lines:{lines}@1'
+  config.data.chunk_documents = 8
+  config.data.eval_fraction = 0.05
+  reference_pipeline, reference = batches(config, builtin_tokenizer, 60, split='eval')
+  served = pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, split='eval', workers=2)
+  try:
+    got = [served.next_batch() for _ in range(30)]
+    state = json.loads(json.dumps(served.state()))
+    got += [served.next_batch() for _ in range(30)]
+    assert served.skipped() == reference_pipeline.skipped() and served.skipped()[f'lines:{lines}']
+  finally:
+    served.close()
+  for step, (batch, expected) in enumerate(zip(got, reference)):
+    for k in batch:
+      np.testing.assert_array_equal(batch[k], expected[k], err_msg=f'step {step} {k}')
+  assert min(epoch for epoch, _, _ in reference_pipeline.state()['streams']) >= 1, 'cross an epoch boundary'
+  resumed = pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, split='eval', workers=1)
+  try:
+    resumed.restore(state)
+    for step in range(30, 60):
+      batch = resumed.next_batch()
+      for k in batch:
+        np.testing.assert_array_equal(batch[k], reference[step][k], err_msg=f'resumed step {step} {k}')
+  finally:
+    resumed.close()
+
+
+def test_worker_count_follows_the_accelerators():
+  import os
+  import types
+  device = lambda platform: types.SimpleNamespace(platform=platform)
+  assert pipeline.worker_count(-1, [device('cpu')] * 8) == 0  # the cores compute the steps
+  assert pipeline.worker_count(-1, [device('gpu')]) == 1
+  assert pipeline.worker_count(-1, [device('tpu')] * 64) == max((os.cpu_count() or 1) - 1, 1)
+  assert pipeline.worker_count(3, [device('cpu')]) == 3
+
+
 def test_hosts_read_disjoint_documents_and_eval_is_held_out(tiny_config, builtin_tokenizer, monkeypatch):
   read = collections.defaultdict(set)
   original_read = sources.TfdsSource.read

@@ -82,6 +82,13 @@ def test_sharded_trajectory_equals_single_device(mesh, single_device_run, tiny_c
                              rtol=2e-5)
 
 
+def test_batches_made_by_worker_processes_train_identically(single_device_run, tiny_config, tmp_path):
+  config = small(tiny_config)
+  config.data.workers = 2
+  train.train_and_evaluate(config, tmp_path, devices=jax.devices()[:1])
+  np.testing.assert_array_equal(losses(tmp_path, range(1, 7)), losses(single_device_run[0], range(1, 7)))
+
+
 def test_restore_onto_a_different_mesh_and_skip_a_damaged_checkpoint(single_device_run, tiny_config, tmp_path,
                                                                     capsys):
   config = small(tiny_config)
@@ -184,9 +191,10 @@ HostPipeline = pipeline.Pipeline  # the real one, kept before the test below rep
 class TwoHostData:
   """What the two hosts read together: host 0's batch followed by host 1's, as the global batch is assembled."""
 
-  def __init__(self, config, tokenizer, split='train', host=0, host_count=1, sentence_task=None):
+  def __init__(self, config, tokenizer, split='train', host=0, host_count=1, sentence_task=None, workers=0):
     assert host_count == 1
-    self.hosts = [HostPipeline(config, tokenizer, split, h, 2, sentence_task=sentence_task) for h in range(2)]
+    self.hosts = [HostPipeline(config, tokenizer, split, h, 2, sentence_task=sentence_task, workers=workers)
+                  for h in range(2)]
 
   def next_batch(self):
     return self.join([p.next_batch() for p in self.hosts])
@@ -200,6 +208,10 @@ class TwoHostData:
 
   def state(self):
     return self.hosts[0].state()
+
+  def close(self):
+    for p in self.hosts:
+      p.close()
 
 
 def test_two_processes_equal_one_device_reading_both_hosts_data(tiny_config, tmp_path, monkeypatch):

@@ -9,6 +9,8 @@ the state needed to resume at a step is a few integers per source (`state()` / `
 
 Each epoch re-draws target lengths, pairs, swaps and masks: the original's dupe_factor, without a limit.
 """
+import collections
+import copy
 import dataclasses
 import os
 import pathlib
@@ -37,6 +39,16 @@ class Stats:
   short_documents: int = 0  # the original draws short_seq_prob once per document and pass
 
 
+@dataclasses.dataclass
+class Chunk:
+  """The masked instances one chunk of documents makes: a function of (stream, epoch, position) alone, so that
+  any process can make it."""
+  start: int  # the chunk's first document
+  items: list  # (instance, masked) pairs, in the order they are served
+  documents: int  # documents that made instances, and those of them with a short target (for Stats)
+  short_documents: int
+
+
 class _Stream:
   """One source's endless instance stream over one host's document range."""
 
@@ -49,7 +61,8 @@ class _Stream:
     self.max_sentence = data.max_seq_length - 3
     self.ngram_p = masking.ngram_probabilities(data.ngram)
     self.epoch, self.position, self.offset = 0, 0, 0
-    self._chunk = None  # (epoch, position, instances)
+    self.workers = None  # a Workers pool making the coming chunks in the background, if any
+    self._chunk = None  # (epoch, position, Chunk)
     self._empty_chunks_in_a_row = 0
 
   def _seed(self, *parts):
@@ -78,47 +91,126 @@ class _Stream:
         documents.append(sentences)
     return documents
 
-  def _load(self):
-    order = self._seed(self.epoch, 0).permutation(len(self.chunks))
-    start, stop = self.chunks[order[self.position]]
+  def make_chunk(self, epoch: int, position: int) -> Chunk:
+    """The chunk served at `position` of `epoch`: its documents read and tokenized, made into instances, shuffled
+    and masked, each with generators seeded by where it is."""
+    order = self._seed(epoch, 0).permutation(len(self.chunks))
+    start, stop = self.chunks[order[position]]
     documents = self._documents(start, stop)
-    rng = self._seed(self.epoch, 1, start)
-    made = []
+    rng = self._seed(epoch, 1, start)
+    made, used, short = [], 0, 0
     for i in rng.permutation(len(documents)):
       from_document = instances_lib.from_document(documents, int(i), self.data.max_seq_length,
                                                   self.data.short_seq_prob, self.sentence_task, rng)
       made.extend(from_document)
-      if self.stats is not None and from_document:
-        self.stats.documents += 1
-        self.stats.short_documents += from_document[0].short
+      if from_document:
+        used, short = used + 1, short + from_document[0].short
     rng.shuffle(made)
-    self._chunk = (self.epoch, self.position, start, made)
+    items = [(instance, masking.mask(instance.tokens, self.tokenizer.word_start, self._seed(epoch, 2, start, offset),
+                                     self.data.masked_lm_prob, self.data.max_predictions_per_seq, self.ngram_p,
+                                     self.tokenizer.vocab_size))
+             for offset, instance in enumerate(made)]
+    return Chunk(start, items, used, short)
+
+  def upcoming(self, count: int) -> list:
+    """The (epoch, position) of the `count` chunks after the current one."""
+    out, epoch, position = [], self.epoch, self.position
+    for _ in range(count):
+      epoch, position = (epoch, position + 1) if position + 1 < len(self.chunks) else (epoch + 1, 0)
+      out.append((epoch, position))
+    return out
 
   def next(self) -> tuple:
     while True:
       if self._chunk is None or self._chunk[:2] != (self.epoch, self.position):
-        self._load()
-      _, _, start, made = self._chunk
-      if self.offset < len(made):
+        chunk = (self.workers.chunk(self) if self.workers is not None else
+                 self.make_chunk(self.epoch, self.position))
+        self._chunk = (self.epoch, self.position, chunk)
+        if self.stats is not None:
+          self.stats.documents += chunk.documents
+          self.stats.short_documents += chunk.short_documents
+      items = self._chunk[2].items
+      if self.offset < len(items):
         break
-      self._empty_chunks_in_a_row = self._empty_chunks_in_a_row + 1 if not made else 0
+      self._empty_chunks_in_a_row = self._empty_chunks_in_a_row + 1 if not items else 0
       if self._empty_chunks_in_a_row > len(self.chunks):
         raise sources.SourceError(f'data.source {self.source.name} yields no usable document (skipped: '
                                   f'{self.source.skipped.report()}).')
       self.offset, self.position = 0, self.position + 1
       if self.position == len(self.chunks):
         self.epoch, self.position = self.epoch + 1, 0
-    instance = made[self.offset]
-    rng = self._seed(self.epoch, 2, start, self.offset)
+    instance, masked = items[self.offset]
     self.offset += 1
-    masked = masking.mask(instance.tokens, self.tokenizer.word_start, rng, self.data.masked_lm_prob,
-                          self.data.max_predictions_per_seq, self.ngram_p, self.tokenizer.vocab_size)
     if self.stats is not None:
       self.stats.span_words.extend(masked.span_words)
       self.stats.instances += 1
       self.stats.short += instance.short
       self.stats.labels += instance.label
     return instance, masked
+
+
+class Workers:
+  """Background processes that make each stream's coming chunks while the main process serves the current one:
+  chunks are functions of (stream, epoch, position), so batches, their order and the resume state are exactly
+  those of the main process making them itself. Workers are started with 'spawn' (forking a process that runs
+  JAX is unsafe) and ignore SIGINT and SIGTERM, which the main process handles (a preempted run saves first)."""
+
+  def __init__(self, streams: list, count: int):
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+    copies = [copy.copy(stream) for stream in streams]
+    for stream in copies:
+      stream.stats, stream.workers, stream._chunk = None, None, None
+    self.pool = concurrent.futures.ProcessPoolExecutor(count, multiprocessing.get_context('spawn'),
+                                                       initializer=_start_worker, initargs=(pickle.dumps(copies),))
+    self.ahead = count + 1  # chunks of each stream in flight
+    self.pending = {}  # (stream index, epoch, position) -> future
+
+  def chunk(self, stream: '_Stream') -> Chunk:
+    """Stream's current chunk; the ones after it are started."""
+    key = (stream.index, stream.epoch, stream.position)
+    future = self.pending.pop(key, None) or self.pool.submit(_chunk_in_worker, *key)
+    wanted = {(stream.index, *later) for later in stream.upcoming(self.ahead)}
+    for stale in [k for k in self.pending if k[0] == stream.index and k not in wanted]:  # after a restore
+      self.pending.pop(stale).cancel()
+    for later in sorted(wanted - set(self.pending)):
+      self.pending[later] = self.pool.submit(_chunk_in_worker, *later)
+    chunk, skipped = future.result()
+    stream.source.skipped.update(skipped)  # what the worker's copy of the source counted
+    return chunk
+
+  def close(self) -> None:
+    self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+_WORKER_STREAMS = []
+
+
+def _start_worker(pickled_streams: bytes) -> None:
+  import pickle
+  import signal
+  import threading
+  import time
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, signal.SIG_IGN)
+  parent = os.getppid()
+
+  def exit_with_parent():  # a main process killed outright (SIGKILL, out of memory) cannot stop its workers
+    while os.getppid() == parent:
+      time.sleep(1)
+    os._exit(0)
+
+  threading.Thread(target=exit_with_parent, daemon=True).start()
+  _WORKER_STREAMS.extend(pickle.loads(pickled_streams))
+
+
+def _chunk_in_worker(index: int, epoch: int, position: int) -> tuple:
+  """(the chunk, what reading it skipped): the main process adds the counts to its own source's."""
+  stream = _WORKER_STREAMS[index]
+  before = collections.Counter(stream.source.skipped)
+  chunk = stream.make_chunk(epoch, position)
+  return chunk, collections.Counter(stream.source.skipped) - before
 
 
 def document_ranges(size: int, eval_fraction: float, split: str, host: int, host_count: int, name: str) -> tuple:
@@ -136,10 +228,13 @@ def document_ranges(size: int, eval_fraction: float, split: str, host: int, host
 class Pipeline:
   """Batches for one host: `next_batch()` returns a dict of numpy arrays with FEATURES, [host batch, ...].
 
-  `sentence_task` overrides data.sentence_task: the held-out probes 'swap' and 'random' (instances.py)."""
+  `sentence_task` overrides data.sentence_task: the held-out probes 'swap' and 'random' (instances.py). With
+  `workers`, that many background processes make the coming chunks (the same batches, sooner); close() stops them.
+  """
 
   def __init__(self, config, tokenizer: Tokenizer, split: str = 'train', host: int = 0, host_count: int = 1,
-               batch_size: Optional[int] = None, collect_stats: bool = False, sentence_task: Optional[str] = None):
+               batch_size: Optional[int] = None, collect_stats: bool = False, sentence_task: Optional[str] = None,
+               workers: int = 0):
     validate(config)
     data = config.data
     global_batch = batch_size or config.train.batch_size
@@ -158,6 +253,13 @@ class Pipeline:
       self.streams.append(_Stream(source, i, first, stop, data, sentence_task or data.sentence_task, tokenizer,
                                   self.stats))
     self.step = 0
+    self.workers = Workers(self.streams, workers) if workers else None
+    for stream in self.streams:
+      stream.workers = self.workers
+
+  def close(self) -> None:
+    if self.workers is not None:
+      self.workers.close()
 
   def skipped(self) -> dict:
     return {source.name: dict(source.skipped) for source in self.sources}
@@ -228,6 +330,15 @@ def collate(items: list, max_seq_length: int, max_predictions: int, rows: Option
     batch['masked_lm_weights'][row, :predictions] = 1.0
     batch['sentence_order_labels'][row] = instance.label
   return batch
+
+
+def worker_count(setting: int, devices) -> int:
+  """data.workers for this host's `devices`: -1 is one per accelerator device, at most the cores but one, and
+  none on CPU devices (their cores compute the steps)."""
+  if setting >= 0:
+    return setting
+  accelerators = sum(d.platform != 'cpu' for d in devices)
+  return min(accelerators, max((os.cpu_count() or 1) - 1, 1)) if accelerators else 0
 
 
 def held_out_sets(config, tokenizer: Tokenizer, host: int = 0, host_count: int = 1) -> dict:

@@ -1,0 +1,142 @@
+"""bench/accelerator.py, the paper's speed table: its smoke run (tiny shapes on the CPU, HF included) in a process
+where TensorFlow cannot be imported, with its figures checked against each other; and the parts that only a GPU
+run reaches, on the CPU: the batch search, and the attention check with JAX's XLA reference for cuDNN's kernel."""
+import importlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+from unittest import mock
+
+import jax
+import pytest
+
+from albert_jax.config import validate
+from albert_jax.summary import training_flops_per_sequence
+from conftest import ROOT
+from test_without_tensorflow import HIDE_TENSORFLOW
+
+
+@pytest.fixture(scope='module')
+def bench():
+  """The bench as a module (importing it sets JAX's GPU memory share in the environment; undone here)."""
+  sys.path.insert(0, str(ROOT / 'bench'))
+  try:
+    with mock.patch.dict(os.environ):
+      return importlib.import_module('accelerator')
+  finally:
+    sys.path.remove(str(ROOT / 'bench'))
+
+
+@pytest.fixture(scope='module')
+def smoke(tmp_path_factory):
+  """(stdout, accelerator.json, accelerator.md) of the smoke run on the CPU (on a GPU machine too), asked for cuDNN
+  as well as XLA attention: the cuDNN rows must be reported as not measured, not crash the run."""
+  site, out = tmp_path_factory.mktemp('without_tensorflow'), tmp_path_factory.mktemp('bench')
+  (site / 'sitecustomize.py').write_text(HIDE_TENSORFLOW)
+  run = subprocess.run([sys.executable, 'bench/accelerator.py', '--smoke', '--attention=xla,cudnn', f'--out={out}'],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT,
+                       env={**os.environ, 'PYTHONPATH': str(site), 'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''})
+  assert run.returncode == 0, run.stderr[-3000:]
+  return run.stdout, json.loads((out / 'accelerator.json').read_text()), (out / 'accelerator.md').read_text()
+
+
+def test_smoke_run_measures_every_row_and_its_figures_agree(smoke, bench):
+  stdout, result, text = smoke
+  assert result['platform'] == 'cpu' and result['smoke'] and result['bf16_peak'] is None
+  assert {'jax', 'jaxlib', 'torch', 'transformers'} <= set(result['versions'])
+  configs, seq_lens = ('tiny_albert', 'tiny_albert_deep', 'tiny_bert'), (32, 16)
+  rows = {(r['config'], r['seq_len'], r['attention']): r for r in result['rows']}
+  assert len(rows) == len(result['rows']) == 12
+  assert set(rows) == set(itertools.product(configs, seq_lens, ('xla', 'cudnn')))
+  matmul = result['matmul']
+  assert matmul['jax'] > 0 and matmul['torch'] > 0
+  for (config, seq_len, attention), r in rows.items():
+    if attention == 'cudnn':  # float32 on a CPU: cuDNN's kernel computes in bfloat16 only
+      assert 'skipped' in r and "attention 'cudnn'" in r['skipped'] and 'ours' not in r
+      continue
+    assert 'skipped' not in r and r['batch'] == 4 and r['hf']['mode'] == 'eager'
+    # HF's heads compute MLM logits at all positions: more work than the model FLOPs both are counted with.
+    assert r['hf_flops_per_step_with_all_logits'] > r['flops_per_step'] > 0
+    for side, rate in (('ours', matmul['jax']), ('hf', matmul['torch'])):
+      f = r[side]
+      assert f['step_s'] > 0
+      assert f['tokens_per_s'] == pytest.approx(4 * seq_len / f['step_s'])
+      assert f['examples_per_s'] == pytest.approx(4 / f['step_s'])
+      assert f['mfu_peak'] is None and f['peak_memory_bytes'] is None  # no bf16 peak, no device memory on a CPU
+      assert 0 < f['mfu_matmul'] < 1.5
+      assert f['mfu_matmul'] == pytest.approx(r['flops_per_step'] / f['step_s'] / rate)
+    assert r['ratio'] == pytest.approx(r['hf']['step_s'] / r['ours']['step_s'], rel=1e-12)
+    shape = validate(bench.smoke_suite().configs[config])  # the model FLOPs of 4 sequences, 10 masked positions
+    assert r['flops_per_step'] == training_flops_per_sequence(shape, seq_len, 10) * 4
+
+  speedup = result['speedup']
+  assert speedup['reference'] == 'tiny_bert' and speedup['seq_len'] == 32
+  assert set(speedup['configs']) == set(configs)
+  reference = rows['tiny_bert', 32, 'xla']
+  assert speedup['configs']['tiny_bert']['ours'] == {'xla': 1.0} and speedup['configs']['tiny_bert']['hf'] == 1.0
+  for config, entry in speedup['configs'].items():
+    r = rows[config, 32, 'xla']
+    assert entry['ours']['xla'] == pytest.approx(r['ours']['examples_per_s'] / reference['ours']['examples_per_s'])
+    assert entry['hf'] == pytest.approx(r['hf']['examples_per_s'] / reference['hf']['examples_per_s'])
+    assert entry['paper'] is None  # the paper's figures belong to the full-size configs
+
+  judged = [t for t in result['targets'] if t['met'] is not None]
+  assert len(judged) == 3  # tokens/s over HF's: tiny_albert_deep at 32, tiny_albert at 32 and 16
+  assert all(t['threshold'] == 1.3 and t['met'] == (t['value'] >= 1.3) for t in judged)
+  unjudged = [t for t in result['targets'] if t['met'] is None]
+  assert len(unjudged) == 1 and 'MFU' in unjudged[0]['target'] and 'bf16 peak' in unjudged[0]['note']
+  assert result['check_attention'] == 'skipped: no GPU'
+
+  lines = text.splitlines()
+  assert bench.HEADER in lines and bench.SPEEDUP_HEADER in lines
+  for (config, seq_len, attention), r in rows.items():
+    row = [line for line in lines if line.startswith(f'| {config} | {seq_len} | {attention} |')]
+    assert len(row) == 1 and ('not measured' in row[0] if 'skipped' in r else f'**{r["ratio"]:.2f}x**' in row[0])
+  assert '- skipped: no GPU' in lines
+  assert text in stdout  # the tables are printed as well
+  assert [line for line in stdout.splitlines() if line.startswith('[')] == \
+      ['[1/3] tiny_albert', '[2/3] tiny_albert_deep', '[3/3] tiny_bert']
+
+
+def test_batch_search_finds_the_largest_that_fits_to_within_an_eighth(bench):
+  for limit in (1, 3, 8, 37, 1000):
+    tried = []
+    found = bench.largest_batch(lambda n: tried.append(n) or n <= limit, start=8)
+    assert limit - limit // 8 <= found <= limit, (limit, tried)
+    assert len(tried) == len(set(tried)) <= 12
+  assert bench.largest_batch(lambda n: False, start=8) is None
+
+
+@pytest.fixture
+def cudnn_as_xla(monkeypatch, bench):
+  """cuDNN's attention replaced by JAX's XLA reference for the same call (it honours the row lengths as cuDNN does),
+  times `scale`: 1 is a correct kernel, anything else a wrong one."""
+  real, scale = jax.nn.dot_product_attention, {'value': 1.0}
+
+  def reference(*args, implementation=None, **kwargs):
+    assert implementation == 'cudnn'
+    return real(*args, implementation='xla', **kwargs) * scale['value']
+
+  monkeypatch.setattr(jax.nn, 'dot_product_attention', reference)
+  monkeypatch.setattr(bench.model_lib, 'cudnn_attention_compiles', lambda head_dim, dtype: True)
+  return scale
+
+
+def test_attention_check_passes_a_correct_kernel_and_fails_a_wrong_one(bench, cudnn_as_xla):
+  suite = bench.smoke_suite()
+  mesh = bench.sharding.make_mesh(suite.configs['tiny_albert'].mesh, jax.devices()[:1])
+  check = lambda: bench.check_attention(suite, ['tiny_albert', 'tiny_bert'], mesh, seq_lens=(32,))
+  good = check()
+  assert [(c['config'], c['seq_len']) for c in good] == [('tiny_albert', 32)]  # one config per head size
+  good = good[0]
+  model = bench.model_lib.Albert(validate(suite.configs['tiny_albert']))
+  assert good['pass'] and len(good['gradients']) == len(jax.tree.leaves(bench.model_lib.abstract_params(model)))
+  # Well within: what differs is the order of bfloat16 operations.
+  assert max(x['of_allowed'] for x in (good['mlm_logits'], good['sop_logits'], *good['gradients'].values())) < 0.5
+
+  cudnn_as_xla['value'] = 1.1  # attention outputs 10% too large: the attention's gradients are off by as much
+  bad = check()[0]
+  assert not bad['pass'] and "['attention']" in bad['worst_gradient']
+  assert bad['gradients'][bad['worst_gradient']]['of_allowed'] > 1
