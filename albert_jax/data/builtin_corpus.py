@@ -107,7 +107,7 @@ class AlbertBuiltinCorpus(tfds.core.GeneratorBasedBuilder):
 
   # TFDS's own messages speak of downloads ("Downloading and preparing dataset Unknown size"): say what happens.
   def _log_download_bytes(self):
-    print(f'Building the built-in corpus from the documentation of this Python (no download, about 20 s) '
+    print(f'Building the built-in corpus from the documentation of this Python (no download, about 10 s) '
           f'into {self.data_dir}', flush=True)
 
   def _log_download_done(self):
