@@ -7,14 +7,15 @@ back to the previous one, and never loads partial state.
 """
 import dataclasses
 import json
-import pathlib
 import time
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
 
+from albert_jax import paths
 from albert_jax.model import ConfigError, ModelConfig
 
 BEST_METRIC = 'eval_mlm_accuracy'
@@ -32,7 +33,7 @@ def manager(workdir, keep: int, best_metric: str = BEST_METRIC, read_only: bool 
   options = ocp.CheckpointManagerOptions(preservation_policy=policy, best_fn=lambda metrics: metrics[best_metric],
                                          best_mode='max', enable_async_checkpointing=True,
                                          cleanup_tmp_directories=not read_only, read_only=read_only)
-  return ocp.CheckpointManager(pathlib.Path(workdir).absolute() / 'checkpoints', options=options,
+  return ocp.CheckpointManager(paths.path(workdir) / 'checkpoints', options=options,
                                item_names=('state', 'data'))
 
 
@@ -64,13 +65,13 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state):
   return None
 
 
-def _set_aside(mngr: ocp.CheckpointManager, step: int) -> pathlib.Path:
-  """Renames a damaged checkpoint out of the way (kept for inspection, never deleted) so that the run can
+def _set_aside(mngr: ocp.CheckpointManager, step: int) -> paths.Path:
+  """Moves a damaged checkpoint out of the way (kept for inspection, never deleted) so that the run can
   write that step again."""
-  path = pathlib.Path(mngr.directory) / str(step)
-  aside = path.with_name(f'{step}.damaged-{int(time.time())}')
+  path = paths.path(mngr.directory) / str(step)
+  aside = path.parent / f'{step}.damaged-{int(time.time())}'
   if jax.process_index() == 0:
-    path.rename(aside)
+    paths.move_tree(path, aside)
   if jax.process_count() > 1:
     from jax.experimental import multihost_utils
     multihost_utils.sync_global_devices('albert_jax: damaged checkpoint set aside')
@@ -78,7 +79,7 @@ def _set_aside(mngr: ocp.CheckpointManager, step: int) -> pathlib.Path:
   return aside
 
 
-def check_workdir(workdir: pathlib.Path, config) -> None:
+def check_workdir(workdir: paths.Path, config) -> None:
   """A workdir holds one run: refuse to resume it with a different model."""
   saved = workdir / 'config.json'
   if saved.exists():
@@ -90,3 +91,27 @@ def check_workdir(workdir: pathlib.Path, config) -> None:
     if changed:
       raise ConfigError(f'{workdir} holds a run of a different model ({", ".join(f"model.{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())}). '
                         f'Use a new --workdir, or the config that run used.')
+
+
+def check_shared(workdir: paths.Path) -> None:
+  """Orbax writes each checkpoint once, from all hosts, into one folder: every host must see the same workdir. Host
+  0 writes a marker there holding a fresh token; every host reads it back; if any cannot (a local disk on each
+  worker of a pod), all stop now, before anything compiles or is written."""
+  if jax.process_count() == 1:
+    return
+  from jax.experimental import multihost_utils
+  token = int(multihost_utils.broadcast_one_to_all(np.int32(np.random.SeedSequence().entropy % 2 ** 31)))
+  marker = workdir / f'.host0-marker-{token}'
+  if jax.process_index() == 0:
+    marker.write_text(str(token))
+  multihost_utils.sync_global_devices('albert_jax: workdir marker written')
+  sees = marker.exists() and marker.read_text() == str(token)
+  seen = multihost_utils.process_allgather(np.int32(sees))
+  multihost_utils.sync_global_devices('albert_jax: workdir marker read')
+  if jax.process_index() == 0:
+    marker.unlink()
+  blind = [host for host, ok in enumerate(np.ravel(seen)) if not ok]
+  if blind:
+    raise ConfigError(f'--workdir {workdir} is not one folder shared by all hosts: host(s) {", ".join(map(str, blind))} '
+                      f'of {jax.process_count()} do not see what host 0 wrote there (a local disk on each worker?). '
+                      f'Use a gs:// workdir, which every host sees.')

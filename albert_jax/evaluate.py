@@ -7,13 +7,12 @@ source, the eval batches). Paper Table 6 evaluates a model trained with one sent
 Prints the metrics and writes them to DIR/eval-<sentence_task>.json.
 """
 import json
-import pathlib
 
 import jax
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import checkpoint, sharding
+from albert_jax import checkpoint, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -22,7 +21,8 @@ from albert_jax.model import ConfigError
 
 def evaluate_run(config, workdir, devices=None) -> dict:
   model_config = validate(config)
-  workdir = pathlib.Path(workdir)
+  paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir)
+  workdir = paths.path(workdir)
   checkpoint.check_workdir(workdir, config)  # the same model as the checkpoint's
   mesh = sharding.make_mesh(config.mesh, devices)
   program = step_lib.build(config, model_config.for_platform(mesh.devices.flat[0].platform), mesh)

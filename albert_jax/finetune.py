@@ -6,12 +6,12 @@
 `init` is a pretraining workdir (its best checkpoint by held-out MLM accuracy), anything
 `albert_jax.from_pretrained` reads, or 'none' (random weights: the control). The same command resumes. Every
 checkpoint is evaluated on dev and the best one kept (the paper's figures are best-of-checkpoints); at the end the
-best is restored, scored on every dev split, and its predictions written in the leaderboards' formats.
+best is restored, scored on every dev split, and its predictions written in the leaderboards' formats. `init`,
+the workdir and the task's data may be local or in a bucket (gs://).
 Reads top to bottom like train.py, whose machinery it uses: mesh, compiled steps, checkpoints, progress, metrics.
 """
 import dataclasses
 import json
-import pathlib
 import signal
 
 import flax.linen as nn
@@ -21,9 +21,9 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import aot, checkpoint, interop, metrics, sharding
+from albert_jax import aot, checkpoint, interop, metrics, paths, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import defaults, run_cli, validate, validate_finetune
+from albert_jax.config import run_cli, validate_finetune
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import Tokenizer
 from albert_jax.downstream import builtin, glue, race, squad
@@ -50,34 +50,20 @@ def load_init(config) -> tuple:
   init = config.init
   if init == 'none':
     return ModelConfig.from_config(config.model), None, None, 'random weights (init none)'
-  path = pathlib.Path(init)
-  if (path / 'config.json').exists() and (path / 'checkpoints').is_dir():  # a pretraining workdir
-    saved = json.loads((path / 'config.json').read_text())
-    if 'task' in saved:
-      raise ConfigError(f'config.init {init} is a fine-tuning workdir; its best model is {path / "best"}: use that.')
-    pretraining = defaults()
-    pretraining.update(saved)
-    model_config = validate(pretraining)
-    mngr = checkpoint.manager(path, pretraining.train.keep_checkpoints, read_only=True)
-    # orbax's best by the saved metric (the latest step among equals); runs from before metrics were saved with
-    # checkpoints have none: their newest checkpoint.
-    step = mngr.best_step() or mngr.latest_step()
-    if step is None:
-      raise ConfigError(f'config.init {init}: that pretraining workdir has no checkpoint yet.')
-    mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.devices()[:1])
-    # Only to restore its parameters, which any attention implementation reads alike.
-    program = step_lib.build(pretraining, dataclasses.replace(model_config, attention='xla'), mesh)
-    params = jax.device_get(checkpoint.restore_state(mngr, step, program.abstract_state())['params'])
-    vocab = (str(pipeline_lib.builtin_vocab_path(pretraining.data.tfds_data_dir, model_config.vocab_size))
-             if pretraining.data.vocab == 'builtin' else pretraining.data.vocab)
-    metrics = mngr.metrics(step)
-    score = f', held-out MLM accuracy {metrics[checkpoint.BEST_METRIC]:.4f}' if metrics else ''
-    return model_config, params, vocab, f'{init} step {step}{score}'
-  _, params, loaded = interop.from_pretrained(init)
-  model_config = ModelConfig.from_config(loaded.model)
-  vocab = loaded.data.vocab if interop.detect_format(init) == 'albert_jax' else next(
-      (str(f) for f in (path / 'spiece.model', path.parent / '30k-clean.model') if f.exists()), None)
-  return model_config, params, vocab, str(init)
+  loaded, params, description = interop.read(init)
+  return ModelConfig.from_config(loaded.model), params, init_vocabulary(init, loaded), description
+
+
+def init_vocabulary(init: str, loaded: ml_collections.ConfigDict):
+  """The vocabulary that came with `init`: a pretraining run's (the built-in one as that run trained it), our
+  export's data.vocab, or the spiece.model / 30k-clean.model that HF and the original releases ship beside it."""
+  fmt = interop.detect_format(init)
+  if fmt == 'workdir' and loaded.data.vocab == 'builtin':
+    return str(pipeline_lib.builtin_vocab_path(loaded.data.tfds_data_dir, loaded.model.vocab_size))
+  if fmt in ('workdir', 'albert_jax'):
+    return loaded.data.vocab
+  path = paths.path(init)
+  return next((str(f) for f in (path / 'spiece.model', path.parent / '30k-clean.model') if f.exists()), None)
 
 
 def load_tokenizer(config, vocab, model_config: ModelConfig) -> Tokenizer:
@@ -128,14 +114,16 @@ def split_prefix(split: str) -> str:
 def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
   """Fine-tunes (or resumes) the run in `workdir`; returns the best checkpoint's dev metrics."""
   # ---- Config, starting point and workdir: every check before anything expensive.
+  paths.check_reachable(config.init, workdir, config.task.data, config.data.vocab, config.data.tfds_data_dir)
   model_config, pretrained, vocab, init_description = load_init(config)
   if config.init != 'none':
     model_config = dataclasses.replace(model_config, **{k: config.model[k] for k in RUNTIME_FIELDS})
   validate_finetune(config, model_config)
   config = ml_collections.ConfigDict(config.to_dict())  # unlocked copy: the model actually fine-tuned is recorded
   config.model = ml_collections.ConfigDict(model_config.__dict__)
-  workdir = pathlib.Path(workdir)
+  workdir = paths.path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
+  checkpoint.check_shared(workdir)
   checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)
   for name in ('batch_size', 'eval_batch_size'):
@@ -214,6 +202,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     step_metrics = jax.device_get(step_metrics)
     if not all(np.isfinite(step_metrics[k]) for k in ('loss', 'grad_norm')):
       checkpoints.wait_until_finished()
+      writer.close()  # the curves up to here are what tells why
       raise FloatingPointError(f'non-finite loss or gradient at step {step} (loss {step_metrics["loss"]}); the '
                                f'last checkpoint is intact: lower train.learning_rate and resume.')
     step_metrics.pop('sums')
@@ -227,13 +216,16 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       writer.scalars(step, dev)
       say(f'step {step} dev: ' + '  '.join(f'{k[5:]} {v:.4f}' for k, v in dev.items() if not k.endswith('_count')))
       checkpoint.save(checkpoints, step, state, {'step': step}, {task.metric: float(dev[task.metric])}, force=True)
+      writer.flush()  # the curves in a bucket keep up with the checkpoints
     elif preempted:
       checkpoint.save(checkpoints, step, state, {'step': step}, force=True)
     if preempted:
       checkpoints.wait_until_finished()
+      writer.close()
       say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
       return {'preempted_at': step}
   checkpoints.wait_until_finished()
+  writer.close()
 
   # ---- The best checkpoint: scored on every dev split, its predictions written.
   best_step = checkpoints.best_step()
@@ -248,7 +240,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     if split.startswith('dev'):
       result.update(task.score(outputs, examples, features[split], split, split_prefix(split)))
     if host == 0:
-      predictions.mkdir(exist_ok=True)
+      predictions.mkdir(parents=True, exist_ok=True)
       for name, text in task.prediction_files(outputs, examples, split, leaderboard_file).items():
         (predictions / name).write_text(text)
   result['score'] = result[task.metric] / task.scale

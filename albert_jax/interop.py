@@ -1,7 +1,8 @@
 """Checkpoints in and out: ours (orbax), HuggingFace `AlbertForPreTraining` directories, original TF ALBERT.
 
-`from_pretrained(path)` tells the format from what is on disk. Each external format is one name table below;
-tensors move as they are, torch's [out, in] Linear weights transposed.
+`from_pretrained(path)` tells the format from what is there, on a disk or in a bucket (gs://): a pretraining
+workdir (its best checkpoint, or a given step), our export, HF, original TF. Each external format is one name table
+below; tensors move as they are, torch's [out, in] Linear weights transposed.
 
 Grouped models (num_groups x inner_group_num distinct blocks) map to our stacked copies, copy g*K + k.
 A model of ours whose sharing HF and TF cannot express directly (sharing='attention', 'ffn', 'none') is exported
@@ -9,9 +10,8 @@ as num_layers groups with the shared parts repeated: the same function, more sto
 """
 import dataclasses
 import functools
+import io
 import json
-import os
-import pathlib
 from typing import Callable, Optional
 
 import flax.linen as nn
@@ -19,6 +19,8 @@ import jax
 import ml_collections
 import numpy as np
 
+from albert_jax import checkpoint, paths, sharding
+from albert_jax import step as step_lib
 from albert_jax.config import defaults, validate
 from albert_jax.downstream import heads
 from albert_jax.model import LAYER_NORM_EPS, Albert, ConfigError, ModelConfig, abstract_params
@@ -298,8 +300,8 @@ def hf_state_dict(params, cfg: ModelConfig, head: Optional[dict] = None) -> dict
 def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None) -> None:
   """Writes config.json and model.safetensors that `AlbertForPreTraining.from_pretrained` loads, or (with a
   `head`, see make_model) the HF downstream class it names."""
-  from safetensors.numpy import save_file
-  directory = pathlib.Path(directory)
+  from safetensors.numpy import save
+  directory = paths.path(directory)
   architecture = head['architecture'] if head else 'AlbertForPreTraining'
   if head and architecture not in _HF_HEADS:
     raise CheckpointError(f'{architecture} has no HuggingFace class (HF scores SQuAD 2.0 with the v1 head, '
@@ -313,33 +315,33 @@ def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None) ->
     hf_config.update(id2label={str(i): label for i, label in enumerate(labels)},
                      label2id={label: i for i, label in enumerate(labels)},
                      problem_type='regression' if head['num_labels'] == 1 else 'single_label_classification')
-  save_file(hf_state_dict(params, cfg, head), str(directory / 'model.safetensors'), metadata={'format': 'pt'})
+  (directory / 'model.safetensors').write_bytes(save(hf_state_dict(params, cfg, head), metadata={'format': 'pt'}))
   (directory / 'config.json').write_text(json.dumps(hf_config, indent=2) + '\n')
 
 
-def _read_hf_tensors(directory: pathlib.Path) -> dict:
+def _read_hf_tensors(directory: paths.Path) -> dict:
   if (directory / 'model.safetensors').exists():
-    from safetensors.numpy import load_file
-    return _safetensors(load_file, directory / 'model.safetensors')
+    return _safetensors(directory / 'model.safetensors')
   if (directory / 'model.safetensors.index.json').exists():
-    from safetensors.numpy import load_file
     files = sorted(set(json.loads((directory / 'model.safetensors.index.json').read_text())['weight_map'].values()))
-    return {k: v for f in files for k, v in _safetensors(load_file, directory / f).items()}
+    return {k: v for f in files for k, v in _safetensors(directory / f).items()}
   try:
     import torch
   except ImportError as e:
     raise CheckpointError(f'{directory}/pytorch_model.bin needs torch to read: pip install "albert_jax[hf]", '
                           f'or convert the directory to safetensors.') from e
   try:
-    state = torch.load(directory / 'pytorch_model.bin', map_location='cpu', weights_only=True)
+    state = torch.load(io.BytesIO((directory / 'pytorch_model.bin').read_bytes()), map_location='cpu',
+                       weights_only=True)
   except Exception as e:  # torch raises several types for a damaged zip/pickle
     raise CheckpointError(f'{directory}/pytorch_model.bin cannot be read ({e}); it is truncated or corrupt.') from e
   return {k: v.float().numpy() for k, v in state.items()}
 
 
-def _safetensors(load_file, path) -> dict:
+def _safetensors(path: paths.Path) -> dict:
+  from safetensors.numpy import load
   try:
-    return load_file(str(path))
+    return load(path.read_bytes())
   except Exception as e:  # safetensors raises SafetensorError for a truncated header or body
     raise CheckpointError(f'{path} cannot be read ({e}); it is truncated or corrupt: download or export it '
                           f'again.') from e
@@ -348,7 +350,7 @@ def _safetensors(load_file, path) -> dict:
 def load_hf(directory) -> tuple:
   """(model config, params, head or None) of an HF ALBERT directory: AlbertForPreTraining (or AlbertModel,
   AlbertForMaskedLM: what they have), or a downstream class of _HF_HEADS."""
-  directory = pathlib.Path(directory)
+  directory = paths.path(directory)
   hf_config = json.loads((directory / 'config.json').read_text())
   if hf_config.get('model_type') != 'albert':
     raise CheckpointError(f'{directory}/config.json has model_type {hf_config.get("model_type")!r}, not "albert".')
@@ -385,52 +387,63 @@ def import_tensorflow(what: str):
   return tf
 
 
-def _tf_prefix(path: pathlib.Path) -> Optional[pathlib.Path]:
+def _tf_prefix(tf, path: paths.Path) -> Optional[paths.Path]:
   """The checkpoint prefix for a prefix path, or for a directory holding one (newest by TF's `checkpoint` file)."""
-  if pathlib.Path(str(path) + '.index').exists():
+  if paths.path(f'{path}.index').exists():
     return path
   if path.is_dir():
-    latest = import_tensorflow(str(path)).train.latest_checkpoint(str(path))
+    latest = tf.train.latest_checkpoint(str(path))
     if latest:
-      return pathlib.Path(latest)
-    indexes = sorted(path.glob('*.index'))
+      return paths.path(latest)
+    indexes = sorted(str(index) for index in path.glob('*.index'))
     if indexes:
-      return pathlib.Path(str(indexes[-1])[:-len('.index')])
+      return paths.path(indexes[-1][:-len('.index')])
   return None
 
 
 def load_tf(path) -> tuple:
+  """An original checkpoint: a prefix (model.ckpt-N) or the folder holding it, with albert_config.json there. In a
+  bucket, TensorFlow reads a local copy of that folder: its own Cloud Storage client is not the one albert_jax
+  sets up (and cannot be pointed at another endpoint)."""
   tf = import_tensorflow(str(path))
-  prefix = _tf_prefix(pathlib.Path(path))
-  config_file = (prefix.parent if prefix else pathlib.Path(path)) / TF_CONFIG
+  path = paths.path(path)
+  folder = path if path.is_dir() else path.parent
+  config_file = folder / TF_CONFIG
   if not config_file.exists():
     raise CheckpointError(f'{config_file} is missing: an original ALBERT checkpoint needs its albert_config.json '
                           f'beside it (it ships in the release tarball).')
   cfg = _model_config_from_json(json.loads(config_file.read_text()), {a: a for a in _OURS_ACT_TO_HF},
                                 str(config_file))
-  try:
-    reader = tf.train.load_checkpoint(str(prefix))
-    names = [n for n in reader.get_variable_to_shape_map() if not n.endswith(('adam_m', 'adam_v', 'lamb_m', 'lamb_v'))
-             and n != 'global_step']
-    tensors = {n[len('module/'):] if n.startswith('module/') else n: reader.get_tensor(n) for n in names}
-  except (tf.errors.OpError, ValueError) as e:
-    raise CheckpointError(f'TF checkpoint {prefix} cannot be read ({e}); it is truncated or corrupt.') from e
-  return cfg, _from_external(tensors, cfg, _tf_entries, str(prefix)), None
+  with paths.local_copy(folder) as local:
+    local = paths.path(local)
+    prefix = _tf_prefix(tf, local if path == folder else local / path.name)
+    if prefix is None:
+      raise CheckpointError(f'{path}: no TF checkpoint there (model.ckpt-N.index and .data-* files).')
+    source = str(folder / prefix.name)  # the user's name for it, not the local copy's
+    try:
+      reader = tf.train.load_checkpoint(str(prefix))
+      names = [n for n in reader.get_variable_to_shape_map()
+               if not n.endswith(('adam_m', 'adam_v', 'lamb_m', 'lamb_v')) and n != 'global_step']
+      tensors = {n[len('module/'):] if n.startswith('module/') else n: reader.get_tensor(n) for n in names}
+    except (tf.errors.OpError, ValueError) as e:
+      raise CheckpointError(f'TF checkpoint {source} cannot be read ({e}); it is truncated or corrupt.') from e
+  return cfg, _from_external(tensors, cfg, _tf_entries, source), None
 
 
 def save_tf(directory, params, cfg: ModelConfig) -> None:
-  """Writes an original-format TF1 checkpoint (model.ckpt) and albert_config.json that the original code loads."""
+  """Writes an original-format TF1 checkpoint (model.ckpt) and albert_config.json that the original code loads;
+  for a bucket, into a local folder first (TensorFlow's Cloud Storage client is not albert_jax's)."""
   tf = import_tensorflow(str(directory))
-  directory = pathlib.Path(directory)
-  directory.mkdir(parents=True, exist_ok=True)
   tensors = _to_external(params, cfg, _tf_entries)
-  with tf.Graph().as_default():
-    variables = [tf.compat.v1.get_variable(name, initializer=value) for name, value in tensors.items()]
-    saver = tf.compat.v1.train.Saver(variables)
-    with tf.compat.v1.Session() as session:
-      session.run(tf.compat.v1.global_variables_initializer())
-      saver.save(session, str(directory / 'model.ckpt'), write_meta_graph=False)
-  (directory / TF_CONFIG).write_text(json.dumps(_config_json(cfg, {a: a for a in _OURS_ACT_TO_HF}), indent=2) + '\n')
+  with paths.writable_locally(directory) as local:
+    local = paths.path(local)
+    with tf.Graph().as_default():
+      variables = [tf.compat.v1.get_variable(name, initializer=value) for name, value in tensors.items()]
+      saver = tf.compat.v1.train.Saver(variables)
+      with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        saver.save(session, str(local / 'model.ckpt'), write_meta_graph=False)
+    (local / TF_CONFIG).write_text(json.dumps(_config_json(cfg, {a: a for a in _OURS_ACT_TO_HF}), indent=2) + '\n')
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -438,7 +451,7 @@ def save_tf(directory, params, cfg: ModelConfig) -> None:
 
 def save(directory, params, config: ml_collections.ConfigDict) -> None:
   import orbax.checkpoint as ocp
-  directory = pathlib.Path(directory).absolute()
+  directory = paths.path(directory)
   validate(config)
   directory.mkdir(parents=True, exist_ok=True)
   with ocp.StandardCheckpointer() as checkpointer:
@@ -449,7 +462,7 @@ def save(directory, params, config: ml_collections.ConfigDict) -> None:
 
 def load(directory) -> tuple:
   import orbax.checkpoint as ocp
-  directory = pathlib.Path(directory).absolute()
+  directory = paths.path(directory)
   config = defaults()  # fields added since the checkpoint was written keep their defaults
   config.update(json.loads((directory / OURS_CONFIG).read_text()))
   cfg = validate(config)
@@ -465,31 +478,75 @@ def load(directory) -> tuple:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# A pretraining workdir (train.py's): its checkpoints, read where they are, while the run may still be writing.
+
+def is_workdir(path) -> bool:
+  """A workdir of train.py (or finetune.py): its config.json beside checkpoints/."""
+  path = paths.path(path)
+  return (path / 'checkpoints').is_dir() and (path / 'config.json').exists()
+
+
+def load_workdir(workdir, step: Optional[int] = None) -> tuple:
+  """(config, params, step, that checkpoint's saved metrics or None) of a pretraining workdir: checkpoint `step`,
+  by default the best by held-out MLM accuracy (orbax's best: the latest among equals), or the newest where no
+  checkpoint has a metric (runs from before metrics were saved with checkpoints)."""
+  workdir = paths.path(workdir)
+  saved = json.loads((workdir / 'config.json').read_text())
+  if 'task' in saved:
+    raise CheckpointError(f'{workdir} is a fine-tuning workdir; its best model is {workdir / "best"}: use that.')
+  config = defaults()  # fields added since the run began keep their defaults
+  config.update(saved)
+  model_config = validate(config)
+  with checkpoint.manager(workdir, config.train.keep_checkpoints, read_only=True) as mngr:
+    steps = sorted(mngr.all_steps())
+    if not steps:
+      raise CheckpointError(f'{workdir} is a pretraining workdir without a checkpoint yet: use it once training '
+                            f'has saved one (every train.checkpoint_every steps).')
+    if step is None:
+      step = mngr.best_step() or mngr.latest_step()
+    elif step not in steps:
+      raise CheckpointError(f'{workdir} has no checkpoint of step {step}; its checkpoints are of steps '
+                            f'{", ".join(map(str, steps))}.')
+    mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.devices()[:1])
+    # Only to restore its parameters, which any attention implementation reads alike.
+    program = step_lib.build(config, dataclasses.replace(model_config, attention='xla'), mesh)
+    params = jax.device_get(checkpoint.restore_state(mngr, step, program.abstract_state())['params'])
+    return config, params, step, mngr.metrics(step)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 
 def detect_format(path) -> str:
-  path = pathlib.Path(path)
+  """'workdir' (a pretraining run's), 'albert_jax', 'hf' or 'tf'."""
+  path = paths.path(path)
+  if is_workdir(path):
+    return 'workdir'
   if (path / OURS_CONFIG).exists():
     return 'albert_jax'
   if (path / 'config.json').exists() and any(
       (path / f).exists() for f in ('model.safetensors', 'model.safetensors.index.json', 'pytorch_model.bin')):
     return 'hf'
-  if pathlib.Path(str(path) + '.index').exists() or (path.is_dir() and any(path.glob('*.index'))):
+  if paths.path(f'{path}.index').exists() or (path.is_dir() and any(path.glob('*.index'))):
     return 'tf'
   raise CheckpointError(
-      f'{path}: no checkpoint found. Expected one of: an albert_jax directory ({OURS_CONFIG} + {OURS_PARAMS}/), '
-      f'a HuggingFace directory (config.json + model.safetensors or pytorch_model.bin), or an original TF '
-      f'checkpoint (model.ckpt-N.index/.data-* with {TF_CONFIG}).')
+      f'{path}: no checkpoint found. Expected one of: a pretraining workdir (config.json + checkpoints/), an '
+      f'albert_jax directory ({OURS_CONFIG} + {OURS_PARAMS}/), a HuggingFace directory (config.json + '
+      f'model.safetensors or pytorch_model.bin), or an original TF checkpoint (model.ckpt-N.index/.data-* with '
+      f'{TF_CONFIG}).')
 
 
-def from_pretrained(path) -> tuple:
-  """(model, params, config) from a checkpoint of ours (pretrained or fine-tuned), an HF directory
-  (AlbertForPreTraining or a downstream class: ...ForSequenceClassification, ...ForQuestionAnswering,
-  ...ForMultipleChoice) or an original TF ALBERT checkpoint. `model.apply({'params': params}, input_ids=...)`
-  runs it; a downstream model's output holds `logits`, or `start_logits` and `end_logits`, and `config.head`
-  describes its head."""
-  path = os.fspath(path)
+def read(path, step: Optional[int] = None) -> tuple:
+  """(config, params as numpy, a line saying what was read) for anything from_pretrained reads; for a pretraining
+  workdir the line names the step and its held-out MLM accuracy."""
   fmt = detect_format(path)
-  if fmt == 'albert_jax':
+  if step is not None and fmt != 'workdir':
+    raise CheckpointError(f'{path} is one checkpoint ({fmt} format): a step can be chosen only among a pretraining '
+                          f'workdir\'s checkpoints; drop the step, or name the workdir.')
+  source = str(path)
+  if fmt == 'workdir':
+    config, params, step, metrics = load_workdir(path, step)
+    source += f' step {step}' + (f', held-out MLM accuracy {metrics[checkpoint.BEST_METRIC]:.4f}' if metrics else '')
+  elif fmt == 'albert_jax':
     config, params = load(path)
   else:
     cfg, params, head = (load_hf if fmt == 'hf' else load_tf)(path)
@@ -498,5 +555,15 @@ def from_pretrained(path) -> tuple:
       config.head = head
   # Which attention a checkpoint was trained with says where it ran, not where it will: 'auto' picks for here.
   config.model.attention = 'auto'
-  model = make_model(ModelConfig.from_config(config.model), config.get('head'))
-  return model, jax.tree.map(np.asarray, params), config
+  return config, jax.tree.map(np.asarray, params), source
+
+
+def from_pretrained(path, step: Optional[int] = None) -> tuple:
+  """(model, params, config) from a pretraining workdir (its best checkpoint by held-out MLM accuracy, or
+  checkpoint `step`), a checkpoint of ours (pretrained or fine-tuned), an HF directory (AlbertForPreTraining or a
+  downstream class: ...ForSequenceClassification, ...ForQuestionAnswering, ...ForMultipleChoice) or an original TF
+  ALBERT checkpoint; local or in a bucket (gs://). `model.apply({'params': params}, input_ids=...)` runs it; a
+  downstream model's output holds `logits`, or `start_logits` and `end_logits`, and `config.head` describes its
+  head."""
+  config, params, _ = read(path, step)
+  return make_model(ModelConfig.from_config(config.model), config.get('head')), params, config

@@ -1,4 +1,5 @@
 """Throughput, MFU against the device's peak, progress lines with ETA, and TensorBoard scalars."""
+import io
 import os
 import resource
 import socket
@@ -8,8 +9,9 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
-from etils import epath
 from tensorboard.compat.proto import event_pb2, summary_pb2
+
+from albert_jax import paths
 
 # Dense bf16 peak per JAX device (a v2/v3 device is one core: half a chip).
 # GPUs report their CUDA name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3'); the first matching prefix counts, so the
@@ -123,27 +125,47 @@ def held_out_change(first: dict, last: dict, sentence_task: str) -> str:
 class Writer:
   """TensorBoard event files (process 0 only), written without TensorFlow: each scalar is an Event record holding
   a `simple_value`, framed as TFRecords (tensorboard's RecordWriter), in a new file per run or resume, as
-  tf.summary does. The tags are the metric names."""
+  tf.summary does. The tags are the metric names.
 
-  def __init__(self, workdir, enabled: bool):
-    self.records = None
+  A local file grows as records come. An object in a bucket cannot be appended to, so there the file is written
+  whole again (what tf.io.gfile does on a flush): at most every `upload_every` seconds, and on flush(), which the
+  loop calls with each checkpoint so that the curves are never behind the run's resumable state."""
+
+  def __init__(self, workdir, enabled: bool, upload_every: float = 60.0):
+    self.file = None
     if enabled:
       from tensorboard.summary.writer.record_writer import RecordWriter
-      directory = epath.Path(workdir) / 'tensorboard'
+      directory = paths.path(workdir) / 'tensorboard'
       directory.mkdir(parents=True, exist_ok=True)
       now = time.time()
-      name = f'events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.v2'
-      self.records = RecordWriter((directory / name).open('wb'))
-      self._write(event_pb2.Event(wall_time=now, file_version='brain.Event:2'))
-
-  def _write(self, event) -> None:
-    self.records.write(event.SerializeToString())
+      self.file = directory / f'events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.v2'
+      self.whole_file = paths.is_url(self.file)
+      self.upload_every, self.uploaded_at = upload_every, 0.0
+      self.pending = io.BytesIO()  # in a bucket: the whole file; on a disk: what is not yet appended
+      self.records = RecordWriter(self.pending)
+      self.records.write(event_pb2.Event(wall_time=now, file_version='brain.Event:2').SerializeToString())
+      self.flush()
 
   def scalars(self, step: int, values: dict) -> None:
-    if self.records is None:
+    if self.file is None:
       return
     summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=name, simple_value=float(value))
                                          for name, value in values.items()
                                          if np.ndim(value) == 0 and np.isfinite(value)])
-    self._write(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
-    self.records.flush()
+    self.records.write(event_pb2.Event(wall_time=time.time(), step=step, summary=summary).SerializeToString())
+    if not self.whole_file or time.time() - self.uploaded_at >= self.upload_every:
+      self.flush()
+
+  def flush(self) -> None:
+    if self.file is None:
+      return
+    if self.whole_file:
+      self.file.write_bytes(self.pending.getvalue())
+      self.uploaded_at = time.time()
+    else:
+      with self.file.open('ab') as f:
+        f.write(self.pending.getvalue())
+      self.pending.seek(0)
+      self.pending.truncate()
+
+  close = flush  # nothing stays open between flushes

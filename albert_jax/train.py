@@ -7,7 +7,6 @@ Reads top to bottom in the order things happen: config and workdir, mesh, data, 
 (restored or new), compiled steps, the loop (log, evaluate, checkpoint), and a closing report.
 """
 import json
-import pathlib
 import signal
 
 import flax.linen as nn
@@ -18,7 +17,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import aot, checkpoint, metrics, sharding
+from albert_jax import aot, checkpoint, metrics, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -67,8 +66,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   """Trains (or resumes) the run in `workdir`; returns the final held-out metrics."""
   # ---- Config and workdir: every check before anything expensive.
   model_config = validate(config)
-  workdir = pathlib.Path(workdir)
+  paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir)
+  workdir = paths.path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
+  checkpoint.check_shared(workdir)
   checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch_size(config.train.batch_size, mesh)
@@ -165,13 +166,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       evaluated_now = step % config.train.eval_every == 0 or is_last  # only then is there a metric to rank by
       best_metric = {checkpoint.BEST_METRIC: float(eval_metrics['eval_mlm_accuracy'])} if evaluated_now else None
       checkpoint.save(checkpoints, step, state, all_hosts(data_state), best_metric, force=True)
+      writer.flush()
     if preempted:
       train_data.close()
       checkpoints.wait_until_finished()
+      writer.close()
       say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
       return {'preempted_at': step, **eval_metrics}
   train_data.close()
   checkpoints.wait_until_finished()
+  writer.close()
 
   # ---- Closing report (a run resumed at its last step has trained nothing now: evaluate it for the report).
   result = {k: int(v) if k.endswith('_count') else float(v)

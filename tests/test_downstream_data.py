@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import scipy.stats
 import tensorflow_datasets as tfds
-from ml_collections import ConfigDict
 
 from albert_jax.config import finetune_defaults
 from albert_jax.downstream import builtin, glue, race

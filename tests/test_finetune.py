@@ -23,6 +23,7 @@ from albert_jax.interop import CheckpointError
 from albert_jax.model import ConfigError
 from conftest import ROOT, load_config
 from test_downstream_data import mnli_folder, race_folder, write_tsv
+from test_interop import hf_logits, hf_model, inputs, our_logits
 from test_squad import squad_file
 from test_train import read_scalars, small
 
@@ -54,6 +55,46 @@ def test_init_from_a_pretraining_workdir_takes_its_best_checkpoint(pretrained, t
   state = checkpoint.restore_state(mngr, best, None)
   for part in interop.BACKBONE:
     jax.tree.map(np.testing.assert_array_equal, params[part], jax.device_get(state['params'][part]))
+
+
+def convert(*args):
+  return subprocess.run([sys.executable, '-m', 'albert_jax.convert', *map(str, args)], cwd=ROOT,
+                        capture_output=True, text=True, timeout=300)
+
+
+def test_a_pretraining_workdir_exports_to_hf_its_best_checkpoint_or_a_given_step(pretrained, tmp_path):
+  """A pretraining run's result leaves its workdir: convert and from_pretrained read the workdir itself."""
+  mngr = checkpoint.manager(pretrained, 3, read_only=True)
+  best = mngr.best_step()
+  out = convert(f'--input={pretrained}', f'--output={tmp_path / "hf"}', '--to=hf')
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert f'{pretrained} step {best}, held-out MLM accuracy' in out.stdout
+  hf = transformers.AlbertForPreTraining.from_pretrained(tmp_path / 'hf').eval()
+  model, params, _ = albert_jax.from_pretrained(pretrained)
+  for ours, theirs in zip(our_logits(model, params, *inputs()), hf_logits(hf, *inputs())):
+    np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
+  # step=: that checkpoint's parameters, not the best one's.
+  other = next(step for step in mngr.all_steps() if step != best)
+  _, chosen, _ = albert_jax.from_pretrained(pretrained, step=other)
+  saved = jax.device_get(checkpoint.restore_state(mngr, other, None)['params'])
+  jax.tree.map(np.testing.assert_array_equal, chosen, saved)
+  assert not np.array_equal(chosen['embeddings']['word_embeddings'], params['embeddings']['word_embeddings'])
+
+
+def test_a_workdir_without_that_step_or_without_checkpoints_is_one_line(pretrained, tmp_path):
+  missing = convert(f'--input={pretrained}', f'--output={tmp_path / "out"}', '--to=hf', '--step=7')
+  assert missing.returncode == 2, missing.stderr[-3000:]
+  assert missing.stderr.strip().splitlines()[-1] == (
+      f'error: {pretrained} has no checkpoint of step 7; its checkpoints are of steps 10, 20.')
+  empty = tmp_path / 'empty'  # a run that has not saved a checkpoint yet
+  (empty / 'checkpoints').mkdir(parents=True)
+  (empty / 'config.json').write_text((pretrained / 'config.json').read_text())
+  with pytest.raises(CheckpointError, match='without a checkpoint yet'):
+    albert_jax.from_pretrained(empty)
+  hf_model(num_hidden_layers=1).save_pretrained(tmp_path / 'hf')
+  with pytest.raises(CheckpointError, match='one checkpoint .hf format.: a step can be chosen only among'):
+    albert_jax.from_pretrained(tmp_path / 'hf', step=3)
+  assert not (tmp_path / 'out').exists()
 
 
 def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pretrained, tiny_config,

@@ -13,11 +13,11 @@ import collections
 import copy
 import dataclasses
 import os
-import pathlib
 from typing import Optional
 
 import numpy as np
 
+from albert_jax import paths
 from albert_jax.data import instances as instances_lib
 from albert_jax.data import masking, sources
 from albert_jax.data.tokenizer import Tokenizer
@@ -348,8 +348,8 @@ def held_out_sets(config, tokenizer: Tokenizer, host: int = 0, host_count: int =
                          ).one_pass(config.train.eval_batches) for task in ('sop', 'swap', 'random')}
 
 
-def builtin_vocab_path(data_dir: Optional[str], vocab_size: int) -> pathlib.Path:
-  return pathlib.Path(sources.builtin_builder(data_dir).data_dir) / f'vocab-{vocab_size}.model'
+def builtin_vocab_path(data_dir: Optional[str], vocab_size: int) -> paths.Path:
+  return paths.path(sources.builtin_builder(data_dir).data_dir) / f'vocab-{vocab_size}.model'
 
 
 def load_tokenizer(config) -> Tokenizer:
@@ -358,13 +358,14 @@ def load_tokenizer(config) -> Tokenizer:
     from albert_jax.data import vocab
     path = builtin_vocab_path(config.data.tfds_data_dir, config.model.vocab_size)
     if not path.exists():
-      # Trained under a name of this process's own, then moved into place: several processes may do it at once.
-      own = path.with_name(f'{path.stem}.{os.getpid()}')
       print(f'Training a {config.model.vocab_size}-piece SentencePiece vocabulary on the built-in corpus, once '
             f'(seconds), into {path}', flush=True)
-      vocab.train_on_source('builtin', config.model.vocab_size, str(own), config.data.tfds_data_dir)
-      for suffix in ('.vocab', '.model'):
-        os.replace(f'{own}{suffix}', path.with_suffix(suffix))
+      with paths.writable_locally(path.parent) as folder:
+        # Trained under a name of this process's own, then moved into place: several processes may do it at once.
+        own = os.path.join(folder, f'{path.stem}.{os.getpid()}')
+        vocab.train_on_source('builtin', config.model.vocab_size, own, config.data.tfds_data_dir)
+        for suffix in ('.vocab', '.model'):
+          os.replace(f'{own}{suffix}', os.path.join(folder, path.stem + suffix))
     return Tokenizer(path, vocab_size=config.model.vocab_size)
   if not config.data.vocab:
     raise ConfigError('config.data.vocab is not set: give a SentencePiece .model file (train one with '

@@ -9,19 +9,18 @@ Spec strings (`data.source`, comma-separated or a list; `@weight` sets a mixture
   tfds:wikipedia/20230601.en       a TFDS dataset's train split (wikipedia, pg19, c4/en, wiki40b/en, ...)
   lines:/data/*.txt                the original format: one sentence per line, a blank line between documents
   text:/data/books/*.txt           plain text, one document per file
+Globs may be URLs (lines:gs://bucket/corpus/*.txt; `**` matches any number of folders).
 """
 import collections
 import dataclasses
-import glob
 import importlib
 import itertools
-import pathlib
 import re
 from typing import Iterator, Optional
 
 import sentencex
-from etils import epath
 
+from albert_jax import paths
 from albert_jax.model import ConfigError
 
 # Text features of the TFDS datasets we know; any other dataset's first Text feature is used.
@@ -91,18 +90,19 @@ def parse_specs(source) -> list:
 
 
 class TextFiles:
-  """Local files: 'lines' (the original format) or 'text' (one document per file), indexed once by byte offset."""
+  """Text files, local or in a bucket: 'lines' (the original format) or 'text' (one document per file), indexed
+  once by byte offset."""
 
   def __init__(self, pattern: str, one_document_per_file: bool):
     self.name = f'{"text" if one_document_per_file else "lines"}:{pattern}'
-    self.files = sorted(glob.glob(pattern, recursive=True))
+    self.files = [paths.path(name) for name in paths.glob(pattern)]
     if not self.files:
       raise SourceError(f'data.source {self.name}: no file matches {pattern!r}.')
     self.one_document_per_file = one_document_per_file
     self.skipped = SkipCounter()
     self.index = []  # (file number, first byte, end byte) per document
     for number, path in enumerate(self.files):
-      size = pathlib.Path(path).stat().st_size
+      size = path.stat().length
       if size == 0:
         self.skipped['empty files'] += 1
       elif one_document_per_file:
@@ -110,9 +110,9 @@ class TextFiles:
       else:
         self._index_blank_line_documents(number, path)
 
-  def _index_blank_line_documents(self, number: int, path: str):
+  def _index_blank_line_documents(self, number: int, path: paths.Path):
     start, offset, has_text = 0, 0, False
-    with open(path, 'rb') as f:
+    with path.open('rb') as f:
       for line in f:
         if line.strip():
           has_text = True
@@ -130,7 +130,7 @@ class TextFiles:
 
   def read(self, start: int, stop: int) -> Iterator[list]:
     for number, first, end in self.index[start:stop]:
-      with open(self.files[number], 'rb') as f:
+      with self.files[number].open('rb') as f:
         f.seek(first)
         raw = f.read(end - first)
       text = decode(raw, self.skipped)
@@ -225,21 +225,26 @@ class TfdsSource:
 
 def builtin_builder(data_dir: Optional[str]):
   """The TFDS builder of the built-in corpus, prepared on first use (seconds; no network) as ArrayRecord: TFDS's
-  default, TFRecord, needs TensorFlow to write and to read."""
+  default, TFRecord, needs TensorFlow to write and to read. ArrayRecord cannot be written to a bucket: with a
+  gs:// data_dir the corpus is read from there if someone copied it there, else prepared in the local TFDS
+  folder."""
   import tensorflow_datasets as tfds
   from albert_jax.data import builtin_corpus
   builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir, file_format='array_record')
   # What is_prepared() checks, without its warning about the empty version folder the builder has just made.
-  if not (epath.Path(builder.data_dir) / 'dataset_info.json').exists():
-    # The builder prints its own start and end lines; TFDS's bars (an ETA of an hour for a few seconds of
-    # shuffling) would only confuse.
-    tfds.display_progress_bar(False)
-    try:
-      builder.download_and_prepare()
-    except FileExistsError:  # another process on this machine (a local multi-host run) prepared it first
-      builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir, file_format='array_record')
-    finally:
-      tfds.display_progress_bar(True)
+  if (paths.path(builder.data_dir) / 'dataset_info.json').exists():
+    return builder
+  if paths.is_url(builder.data_dir):
+    return builtin_builder(None)
+  # The builder prints its own start and end lines; TFDS's bars (an ETA of an hour for a few seconds of shuffling)
+  # would only confuse.
+  tfds.display_progress_bar(False)
+  try:
+    builder.download_and_prepare()
+  except FileExistsError:  # another process on this machine (a local multi-host run) prepared it first
+    builder = builtin_corpus.AlbertBuiltinCorpus(data_dir=data_dir, file_format='array_record')
+  finally:
+    tfds.display_progress_bar(True)
   return builder
 
 

@@ -1,6 +1,6 @@
 """SentencePiece vocabulary: the ALBERT recipe for training, loading with checks, and the original's text
 preprocessing and word-start rule (what whole-word masking groups by)."""
-import pathlib
+import os
 import string
 import unicodedata
 from typing import Iterable, Optional
@@ -8,6 +8,7 @@ from typing import Iterable, Optional
 import numpy as np
 import sentencepiece as spm
 
+from albert_jax import paths
 from albert_jax.model import ConfigError
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
@@ -34,16 +35,18 @@ def preprocess_text(text: str, lower: bool = True) -> str:
 
 def train(sentences: Iterable[str], vocab_size: int, output_prefix: str, input_sentence_size: int = 10_000_000,
           seed: int = 12345) -> str:
-  """Trains a unigram SentencePiece model with the ALBERT recipe on already preprocessed sentences."""
+  """Trains a unigram SentencePiece model with the ALBERT recipe on already preprocessed sentences; writes
+  PREFIX.model and PREFIX.vocab (the prefix may be a URL: SentencePiece writes locally, then they are copied)."""
   output_prefix = str(output_prefix)
-  pathlib.Path(output_prefix).parent.mkdir(parents=True, exist_ok=True)
+  folder, name = output_prefix.rsplit('/', 1) if '/' in output_prefix else ('.', output_prefix)
   spm.set_random_generator_seed(seed)
-  spm.SentencePieceTrainer.train(
-      sentence_iterator=iter(sentences), model_prefix=output_prefix, vocab_size=vocab_size, model_type='unigram',
-      pad_id=PAD, unk_id=UNK, bos_id=-1, eos_id=-1, control_symbols=list(CONTROL_SYMBOLS),
-      user_defined_symbols=list(USER_DEFINED_SYMBOLS), character_coverage=0.99995,
-      input_sentence_size=input_sentence_size, shuffle_input_sentence=True, num_threads=1,
-      minloglevel=2)
+  with paths.writable_locally(folder) as local_folder:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_prefix=os.path.join(local_folder, name), vocab_size=vocab_size,
+        model_type='unigram', pad_id=PAD, unk_id=UNK, bos_id=-1, eos_id=-1, control_symbols=list(CONTROL_SYMBOLS),
+        user_defined_symbols=list(USER_DEFINED_SYMBOLS), character_coverage=0.99995,
+        input_sentence_size=input_sentence_size, shuffle_input_sentence=True, num_threads=1,
+        minloglevel=2)
   return output_prefix + '.model'
 
 
@@ -52,13 +55,13 @@ class Tokenizer:
 
   def __init__(self, model_file, vocab_size: Optional[int] = None, lower: bool = True):
     model_file = str(model_file)
-    if not model_file.endswith('.model') and pathlib.Path(model_file + '.model').exists():
+    if not model_file.endswith('.model') and paths.path(model_file + '.model').exists():
       model_file += '.model'
-    if not pathlib.Path(model_file).exists():
+    if not paths.path(model_file).is_file():
       raise VocabError(f'vocabulary {model_file} does not exist: set data.vocab to a SentencePiece .model file, '
                        f'or train one with python -m albert_jax.data.vocab --input=SOURCE --output=PREFIX.')
-    try:
-      self.sp = spm.SentencePieceProcessor(model_file=model_file)
+    try:  # from the file's bytes: SentencePiece opens local files only
+      self.sp = spm.SentencePieceProcessor(model_proto=paths.path(model_file).read_bytes())
     except (RuntimeError, OSError) as e:
       raise VocabError(f'{model_file} is not a SentencePiece model ({e}).') from e
     self.path, self.lower = model_file, lower

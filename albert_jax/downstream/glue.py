@@ -8,14 +8,15 @@ cut to length by dropping tokens from the end of the longer side. Loss: softmax 
 """
 import csv
 import dataclasses
+import io
 import math
-import pathlib
 from typing import Optional, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from albert_jax import paths
 from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import DataError
@@ -265,12 +266,14 @@ class GlueTask(ClassificationTask):
       out[split] = (read(split, tsv, tfds_split), leaderboard)
     return out
 
-  def _folder(self) -> pathlib.Path:
-    root = pathlib.Path(self.data)
+  def _folder(self) -> paths.Path:
+    root = paths.path(self.data)
     return root / self.spec.directory if (root / self.spec.directory).is_dir() else root
 
   def _read_tsv(self, split: str, file: str, tfds_split: str) -> list:
-    path = self._folder() / file
+    folder = self._folder()
+    # An object name in a bucket keeps '..' as it is: the task folder's sibling (diagnostic/) is named by going up.
+    path = folder.parent / file[len('../'):] if file.startswith('../') else folder / file
     if not path.exists():
       hint = (' (or set --config.task.test_predictions=False to skip the test predictions)'
               if not split.startswith(('dev', 'train')) else '')
@@ -279,8 +282,9 @@ class GlueTask(ClassificationTask):
                       f'{hint}.')
     columns = self.spec.train if split in ('train', 'dev', 'dev_mismatched') else (
         _AX_COLUMNS if split == 'ax' else self.spec.test)
-    with open(path, encoding='utf-8', newline='') as f:
-      lines = list(csv.reader(f, delimiter='\t', quotechar=None))
+    # newline='': the csv module splits lines itself, as from a file opened that way.
+    lines = list(csv.reader(io.StringIO(path.read_bytes().decode('utf-8'), newline=''), delimiter='\t',
+                            quotechar=None))
     examples = []
     needed = max(c for c in (columns.a, columns.b, columns.label, columns.guid) if c is not None and c >= 0) + 1
     for number, line in enumerate(lines[1:] if columns.header else lines, start=2 if columns.header else 1):

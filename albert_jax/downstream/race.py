@@ -7,11 +7,11 @@ the article cut from its end to fit. Scored by accuracy overall and per level.
 """
 import dataclasses
 import json
-import pathlib
 
 import jax.numpy as jnp
 import numpy as np
 
+from albert_jax import paths
 from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import DataError
@@ -79,7 +79,7 @@ class RaceTask(ClassificationTask):
   def _read(self, split: str, level: str) -> list:
     if self.data == 'tfds':
       return self._read_tfds(split, level)
-    root = pathlib.Path(self.data)
+    root = paths.path(self.data)
     folder = next((f for f in (root / 'RACE' / split / level, root / split / level) if f.is_dir()), None)
     if folder is None:
       raise DataError(f'{root / split / level} is missing: config.task.data must be the RACE folder, holding '
@@ -91,7 +91,7 @@ class RaceTask(ClassificationTask):
           row = self._json(line, f'{folder / "all.txt"}, line {number}')
           questions += make_questions(row.get('id', str(number)), level, row, f'{folder / "all.txt"}, line {number}')
     else:
-      for path in sorted(folder.glob('*.txt')):
+      for path in sorted(folder.glob('*.txt'), key=lambda p: p.name):
         row = self._json(path.read_text(encoding='utf-8'), str(path))
         questions += make_questions(row.get('id', path.name), level, row, str(path))
     if not questions:

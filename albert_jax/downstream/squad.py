@@ -12,13 +12,13 @@ in several windows is predicted from the one where it has most context (the orig
 """
 import dataclasses
 import json
-import pathlib
 import unicodedata
 
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from albert_jax import paths
 from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import squad_eval
@@ -173,7 +173,7 @@ class SquadTask:
   def _read(self, split: str) -> list:
     if self.data == 'tfds':
       return self._read_tfds(split)
-    root = pathlib.Path(self.data)
+    root = paths.path(self.data)
     path = root / f'{split}-{self.version}.json'
     if not path.exists():
       raise DataError(f'{path} is missing: config.task.data must be the folder holding the official '

@@ -4,7 +4,8 @@
 
 prints the official script's keys as JSON: for v1.1 data {exact_match, f1}; for v2.0 {exact, f1, total,
 HasAns_exact, HasAns_f1, HasAns_total, NoAns_exact, NoAns_f1, NoAns_total}, with a no-answer probability file also
-best_exact, best_exact_thresh, best_f1, best_f1_thresh. Scores are percentages, as the scripts print them.
+best_exact, best_exact_thresh, best_f1, best_f1_thresh. Scores are percentages, as the scripts print them. The
+files may be local or in a bucket (gs://).
 
 Answers are normalised as the scripts do (lowercase, punctuation and the articles a/an/the removed, whitespace
 collapsed); each prediction scores its best over the gold answers. v2.0: a question without gold answers scores 1
@@ -15,6 +16,8 @@ import json
 import re
 import string
 import sys
+
+from albert_jax import paths
 
 _ARTICLES = re.compile(r'\b(a|an|the)\b', re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
@@ -118,9 +121,8 @@ def is_v2(data: dict) -> bool:
 
 def _read_json(path: str, what: str):
   try:
-    with open(path, encoding='utf-8') as f:
-      return json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
+    return json.loads(paths.path(path).read_text(encoding='utf-8'))
+  except (OSError, ValueError) as e:  # missing, unreadable, not UTF-8, not JSON
     _fail(f'{what} {path} cannot be read ({e}).')
 
 
@@ -135,6 +137,10 @@ def main(argv: list) -> None:
   if len(args) != 2 or set(options) - {'na_prob_file', 'na_prob_thresh'}:
     _fail('usage: python -m albert_jax.downstream.squad_eval DATA.json PREDICTIONS.json '
           '[--na_prob_file=NA.json] [--na_prob_thresh=1.0]')
+  try:
+    paths.check_reachable(*args, options.get('na_prob_file'))
+  except paths.PathError as e:
+    _fail(str(e))
   data, predictions = _read_json(args[0], 'the SQuAD data file'), _read_json(args[1], 'the predictions file')
   if not isinstance(data, dict) or 'data' not in data:
     _fail(f'{args[0]} is not a SQuAD data file (no "data" list).')

@@ -1,0 +1,167 @@
+"""Every path a user names, local or a URL (gs://bucket/...): the one place that knows the difference.
+
+On a pod every path is a Cloud Storage path (checkpoints must outlive a preempted VM and every host must see the
+same ones), so nothing else in albert_jax wraps a user's path in pathlib, or globs, opens or renames it by hand:
+`pathlib.Path('gs://b/x')` is the local path `gs:/b/x`. Paths are `etils.epath.Path`s, which orbax and TFDS take
+as they are; a local path behaves exactly as before. Tools that can only read or write local files (SentencePiece's
+trainer, TensorFlow's checkpoint reader) work on a local copy.
+"""
+import contextlib
+import fnmatch
+import glob as local_glob
+import os
+import re
+import shutil
+import tempfile
+from typing import Iterator
+
+from etils import epath
+from etils.epath import gpath
+
+from albert_jax.model import ConfigError
+
+# One client for gs:// whether or not TensorFlow is installed: gcsfs, the one the tests run against a GCS server.
+# (epath otherwise switches to tf.io.gfile when it finds TensorFlow, and decides once per process, on first use.)
+os.environ.setdefault('EPATH_USE_TF', 'false')
+gpath._is_tf_installed.cache_clear()  # pylint: disable=protected-access
+
+Path = epath.Path
+
+
+class PathError(ConfigError):
+  """A path that cannot be used (no bucket, no credentials, nothing matches); the message names it and the fix."""
+
+
+def is_url(path) -> bool:
+  return '://' in str(path)
+
+
+def path(name) -> epath.Path:
+  """A user's path: a URL as it is, a local path made absolute (orbax and tensorstore want absolute paths)."""
+  if isinstance(name, epath.Path) and is_url(name):
+    return name
+  name = os.fspath(name)
+  return epath.Path(name if is_url(name) else os.path.abspath(os.path.expanduser(name)))
+
+
+def glob(pattern: str) -> list:
+  """The files a glob matches, sorted, as strings; `**` matches any number of folders, on a URL too."""
+  if not is_url(pattern):
+    return sorted(p for p in local_glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
+  scheme, rest = pattern.split('://', 1)
+  parts = rest.split('/')
+  fixed = next((i for i, part in enumerate(parts) if re.search(r'[*?\[]', part)), len(parts))
+  if fixed == len(parts):  # no wildcard: the file itself, if it exists
+    return [pattern] if epath.Path(pattern).is_file() else []
+  if fixed == 0:
+    raise PathError(f'{pattern}: a wildcard in the bucket name is not supported; name the bucket.')
+  base = f'{scheme}://' + '/'.join(parts[:fixed])
+  wanted = parts[fixed:]
+  return sorted(str(base.rstrip('/') + '/' + '/'.join(relative))
+                for relative in _relative_files(epath.Path(base)) if _matches(relative, wanted))
+
+
+def _relative_files(directory: epath.Path, prefix: tuple = ()) -> Iterator[tuple]:
+  """Every file under `directory`, as a tuple of path parts below it (a bucket has no real folders: list them)."""
+  if not directory.is_dir():
+    return
+  for child in directory.iterdir():
+    if child.is_dir():
+      yield from _relative_files(child, prefix + (child.name,))
+    else:
+      yield prefix + (child.name,)
+
+
+def _matches(parts: tuple, pattern: list) -> bool:
+  if not pattern:
+    return not parts
+  if pattern[0] == '**':
+    return any(_matches(parts[i:], pattern[1:]) for i in range(len(parts) + 1))
+  return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _matches(parts[1:], pattern[1:])
+
+
+def files_under(directory) -> list:
+  """Every file below `directory` (local or URL), relative to it, sorted."""
+  directory = path(directory)
+  return sorted('/'.join(parts) for parts in _relative_files(directory))
+
+
+def copy_tree(source, destination) -> None:
+  """Copies every file below `source` to the same place below `destination` (either may be local or a URL)."""
+  source, destination = path(source), path(destination)
+  for relative in files_under(source):
+    target = destination / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes((source / relative).read_bytes())
+
+
+def move_tree(source, destination) -> None:
+  """Moves a folder. A bucket has no folders to rename: its objects are copied, then deleted."""
+  source, destination = path(source), path(destination)
+  if not is_url(source) and not is_url(destination):
+    os.rename(source, destination)
+    return
+  copy_tree(source, destination)
+  source.rmtree()
+
+
+@contextlib.contextmanager
+def local_copy(name) -> Iterator[str]:
+  """A local path holding what `name` holds (a file or a folder), for tools that read only local files: `name`
+  itself when it is local, else a temporary copy, removed afterwards."""
+  if not is_url(name):
+    yield str(path(name))
+    return
+  source = path(name)
+  with tempfile.TemporaryDirectory(prefix='albert_jax-') as tmp:
+    local = os.path.join(tmp, source.name)
+    if source.is_dir():
+      copy_tree(source, local)
+    else:
+      shutil.copyfileobj(source.open('rb'), open(local, 'wb'))
+    yield local
+
+
+@contextlib.contextmanager
+def writable_locally(name) -> Iterator[str]:
+  """A local folder for tools that write only local files, whose contents end up in `name`: `name` itself when it
+  is local, else a temporary folder copied there (only if the block completes)."""
+  if not is_url(name):
+    os.makedirs(path(name), exist_ok=True)
+    yield str(path(name))
+    return
+  with tempfile.TemporaryDirectory(prefix='albert_jax-') as tmp:
+    yield tmp
+    copy_tree(tmp, name)
+
+
+def check_reachable(*names) -> None:
+  """Stops early, naming the path and the fix, when a gs:// URL in `names` (paths, or settings holding them such
+  as 'lines:gs://b/*.txt,builtin') cannot be used: Cloud Storage without credentials, or a bucket that does not
+  exist (a write there would fail only at the first checkpoint, and creating folders in a missing bucket can
+  hang)."""
+  buckets = sorted({bucket for n in names if n for bucket in re.findall(r'gs://([^/,@\s]+)', str(n))})
+  if not buckets:
+    return
+  _check_credentials(buckets[0])
+  for bucket in buckets:
+    try:
+      found = epath.Path(f'gs://{bucket}').exists()
+    except Exception as e:  # pylint: disable=broad-except  (permission denied, network, ...: the client's own words)
+      raise PathError(f'gs://{bucket} cannot be reached ({type(e).__name__}: {" ".join(str(e).split())[:200]}): '
+                      f'check the bucket name and that this machine\'s account may read and write it.') from None
+    if not found:
+      raise PathError(f'bucket gs://{bucket} does not exist (or this machine\'s account cannot see it): create it '
+                      f'with gcloud storage buckets create gs://{bucket} --location=REGION, or fix the path.')
+
+
+def _check_credentials(bucket: str) -> None:
+  if os.environ.get('STORAGE_EMULATOR_HOST'):  # the storage clients talk to a local server without credentials
+    return
+  import google.auth
+  try:
+    google.auth.default()
+  except google.auth.exceptions.DefaultCredentialsError:
+    raise PathError(f'gs://{bucket}: no Google Cloud credentials on this machine. On a TPU VM its service account '
+                    f'provides them; elsewhere run gcloud auth application-default login, or set '
+                    f'GOOGLE_APPLICATION_CREDENTIALS to a service account key file.') from None
