@@ -7,6 +7,9 @@ back to the previous one, and never loads partial state.
 """
 import dataclasses
 import json
+import os
+import re
+import sys
 import time
 
 import jax
@@ -19,6 +22,10 @@ from albert_jax import paths
 from albert_jax.model import ConfigError, ModelConfig
 
 BEST_METRIC = 'eval_mlm_accuracy'
+
+# A checkpoint between evaluations has no metric by design (the best is ranked among those that have one); orbax
+# warns about each such save on the console.
+logging.get_absl_logger().addFilter(lambda record: 'did not provide metrics' not in record.getMessage())
 
 
 def manager(workdir, keep: int, best_metric: str = BEST_METRIC, read_only: bool = False) -> ocp.CheckpointManager:
@@ -49,20 +56,61 @@ def restore_state(mngr: ocp.CheckpointManager, step: int, abstract_state):
 
 def restore_latest(mngr: ocp.CheckpointManager, abstract_state):
   """(step, state, data_state) of the newest checkpoint that restores, or None. `abstract_state` carries the
-  target shardings, so a checkpoint written on another mesh shape restores onto this one."""
+  target shardings, so a checkpoint written on another mesh shape restores onto this one. Each damaged checkpoint
+  on the way is moved aside and reported in one line; its full error goes to the log (--verbosity=0 shows it)."""
+  damaged, found = [], None
   for step in sorted(mngr.all_steps(), reverse=True):
     try:
       restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
                                                             data=ocp.args.JsonRestore()))
     except Exception as e:  # orbax and tensorstore raise many types for damaged or missing files
-      aside = _set_aside(mngr, step)
-      logging.error('checkpoint %d in %s cannot be restored (%s: %s); moved to %s and skipped', step,
-                    mngr.directory, type(e).__name__, str(e)[:300], aside)
-      print(f'checkpoint {step} cannot be restored ({type(e).__name__}); kept as {aside}, resuming from an '
-            f'earlier one', flush=True)
+      _drop_reports_of_abandoned_reads()
+      logging.info('checkpoint %d in %s cannot be restored: %r', step, mngr.directory, e)
+      damaged.append((step, damage(e), _set_aside(mngr, step)))
       continue
-    return step, restored.state, restored.data
-  return None
+    found = step, restored.state, restored.data
+    break
+  then = f'resuming from step {found[0]}' if found else 'no earlier checkpoint: starting from step 0'
+  for step, why, aside in damaged:
+    print(f'checkpoint {step} is damaged ({why}): moved to {aside}; {then}', flush=True)
+  return found
+
+
+def damage(error: BaseException) -> str:
+  """A few words on why a checkpoint did not restore, from the innermost error (orbax's own message wraps it with
+  a 40-line tensorstore spec)."""
+  while error.__cause__ or error.__context__:
+    error = error.__cause__ or error.__context__
+  text = ' '.join(str(error).split())
+  where = re.search(r'reading "([^"/]+)', text)
+  array = f' in {where.group(1)}' if where else ''
+  if isinstance(error, FileNotFoundError) or 'NOT_FOUND' in text:
+    return f'a file is missing{array}'
+  if 'OUT_OF_RANGE' in text or 'not valid for value of size' in text or 'nexpected end' in text:
+    return f'a file is truncated{array}'
+  if 'DATA_LOSS' in text or 'INVALID_ARGUMENT' in text or isinstance(error, json.JSONDecodeError):
+    return f'a file is corrupt{array}'
+  return f'{type(error).__name__}: {text[:120]}'
+
+
+def _drop_reports_of_abandoned_reads() -> None:
+  """When one read of a restore fails, orbax closes its event loop while tensorstore completes the reads it had
+  started; each completion then reports 'Event loop is closed', and each abandoned read coroutine its own error,
+  to sys.unraisablehook: hundreds of tracebacks, some seconds later, for one damaged file. From the first failed
+  restore on, drop exactly those; anything else still reaches the previous hook."""
+  previous = sys.unraisablehook
+  if getattr(previous, 'drops_abandoned_reads', False):
+    return
+
+  def hook(unraisable) -> None:
+    error, code = unraisable.exc_value, getattr(unraisable.object, 'cr_code', None)
+    closed_loop = isinstance(error, RuntimeError) and str(error) == 'Event loop is closed'
+    orbax_read = code is not None and f'{os.sep}orbax{os.sep}' in code.co_filename
+    if not (closed_loop or orbax_read):
+      previous(unraisable)
+
+  hook.drops_abandoned_reads = True
+  sys.unraisablehook = hook
 
 
 def _set_aside(mngr: ocp.CheckpointManager, step: int) -> paths.Path:

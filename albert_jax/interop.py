@@ -472,7 +472,7 @@ def load(directory) -> tuple:
     with ocp.StandardCheckpointer() as checkpointer:
       params = checkpointer.restore(directory / OURS_PARAMS, target)
   except Exception as e:  # orbax/tensorstore raise many types for missing or damaged files
-    raise CheckpointError(f'{directory / OURS_PARAMS} cannot be restored ({type(e).__name__}: {e}); it is '
+    raise CheckpointError(f'{directory / OURS_PARAMS} cannot be restored ({checkpoint.damage(e)}); it is '
                           f'incomplete or does not match {OURS_CONFIG}.') from e
   return config, params
 
