@@ -65,7 +65,7 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state):
                                                             data=ocp.args.JsonRestore()))
     except Exception as e:  # orbax and tensorstore raise many types for damaged or missing files
       _drop_reports_of_abandoned_reads()
-      logging.info('checkpoint %d in %s cannot be restored: %r', step, mngr.directory, e)
+      logging.info('checkpoint %d in %s cannot be restored: %r, from %r', step, mngr.directory, e, _innermost(e))
       damaged.append((step, damage(e), _set_aside(mngr, step)))
       continue
     found = step, restored.state, restored.data
@@ -79,18 +79,23 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state):
 def damage(error: BaseException) -> str:
   """A few words on why a checkpoint did not restore, from the innermost error (orbax's own message wraps it with
   a 40-line tensorstore spec)."""
-  while error.__cause__ or error.__context__:
-    error = error.__cause__ or error.__context__
+  error = _innermost(error)
   text = ' '.join(str(error).split())
   where = re.search(r'reading "([^"/]+)', text)
   array = f' in {where.group(1)}' if where else ''
   if isinstance(error, FileNotFoundError) or 'NOT_FOUND' in text:
     return f'a file is missing{array}'
-  if 'OUT_OF_RANGE' in text or 'not valid for value of size' in text or 'nexpected end' in text:
+  if any(sign in text for sign in ('OUT_OF_RANGE', 'nexpected end', 'Content-Range')):  # bytes past the end
     return f'a file is truncated{array}'
   if 'DATA_LOSS' in text or 'INVALID_ARGUMENT' in text or isinstance(error, json.JSONDecodeError):
     return f'a file is corrupt{array}'
   return f'{type(error).__name__}: {text[:120]}'
+
+
+def _innermost(error: BaseException) -> BaseException:
+  while error.__cause__ or error.__context__:
+    error = error.__cause__ or error.__context__
+  return error
 
 
 def _drop_reports_of_abandoned_reads() -> None:

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from typing import Iterator
 
+import fsspec
 from etils import epath
 from etils.epath import gpath
 
@@ -24,6 +25,9 @@ from albert_jax.model import ConfigError
 # (epath otherwise switches to tf.io.gfile when it finds TensorFlow, and decides once per process, on first use.)
 os.environ.setdefault('EPATH_USE_TF', 'false')
 gpath._is_tf_installed.cache_clear()  # pylint: disable=protected-access
+# No listing cache: other hosts and processes write the same bucket (a host-0 marker, a new checkpoint, a result), and
+# gcsfs would answer "no such file" from a listing it made before they did.
+fsspec.config.conf.setdefault('gs', {}).setdefault('use_listings_cache', False)
 
 Path = epath.Path
 

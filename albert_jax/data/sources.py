@@ -97,7 +97,8 @@ class TextFiles:
     self.name = f'{"text" if one_document_per_file else "lines"}:{pattern}'
     self.files = [paths.path(name) for name in paths.glob(pattern)]
     if not self.files:
-      raise SourceError(f'data.source {self.name}: no file matches {pattern!r}.')
+      raise SourceError(f'data.source {self.name}: no file matches {pattern!r}: fix the path or the pattern '
+                        f'(* and ? match within a folder, ** any number of folders).')
     self.one_document_per_file = one_document_per_file
     self.skipped = SkipCounter()
     self.index = []  # (file number, first byte, end byte) per document

@@ -1,0 +1,201 @@
+"""Pretraining with every path in a bucket (gs://), against a real GCS server on 127.0.0.1 (conftest's gcs_server):
+the pod command killed and resumed from a bucket, a damaged checkpoint there, TensorBoard files and evaluation read
+back from it, two hosts sharing a bucket workdir (and two that share nothing, stopped), and the bad input only a
+bucket has. The code under test is the local code: only the environment points it at the server."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from albert_jax import paths
+from albert_jax.data import pipeline
+from conftest import ROOT
+from test_train import read_scalars
+
+STEPS = 60
+
+
+def pretrain(tiny_config, workdir, *extra, cwd, devices=2, env=None):
+  """The tiny pretraining's command line (the README's pod command, shrunk), started in `cwd`."""
+  args = [sys.executable, '-m', 'albert_jax.train', f'--config={ROOT}/configs/tiny.py', f'--workdir={workdir}',
+          f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}', '--config.data.max_seq_length=64',
+          '--config.model.max_position_embeddings=64', '--config.train.batch_size=8', '--config.train.log_every=1',
+          '--config.train.warmup_steps=5', '--config.train.eval_every=1000', '--config.train.eval_batches=1',
+          '--config.train.checkpoint_every=10', '--config.train.fill_mask_text=', '--config.train.fill_mask_word=',
+          *extra]
+  env = {**(os.environ if env is None else env), 'PYTHONPATH': str(ROOT),
+         'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}'}
+  return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process, timeout=600):
+  out, err = process.communicate(timeout=timeout)
+  assert process.returncode == 0, err[-3000:]
+  return out, err
+
+
+def scalars_in(workdir, local_copy):
+  """TensorBoard's own reader on the event files the run wrote to the bucket (copied down as a user would)."""
+  paths.copy_tree(f'{workdir}/tensorboard', local_copy / 'tensorboard')
+  return read_scalars(local_copy)
+
+
+@pytest.fixture(scope='module')
+def inputs(tiny_config, builtin_tokenizer, tmp_path_factory):
+  """A `lines:` corpus and the vocabulary, on local disk; tests copy them into their bucket."""
+  folder = tmp_path_factory.mktemp('inputs')
+  docs = [' '.join(f'Sentence {d}.{i} of document {d} says {"x" * (d % 7)} things about {i * d % 13} ducks.'
+                   for i in range(3 + d % 4)) for d in range(160)]
+  (folder / 'corpus').mkdir()
+  for part in range(2):
+    (folder / 'corpus' / f'part-{part}.txt').write_text('\n\n'.join(d.replace('. ', '.\n') for d in docs[part::2]))
+  vocab = pipeline.builtin_vocab_path(tiny_config.data.tfds_data_dir, tiny_config.model.vocab_size)
+  (folder / 'vocab.model').write_bytes(vocab.read_bytes())
+  return folder
+
+
+def in_bucket(inputs, bucket):
+  paths.copy_tree(inputs, f'{bucket}/inputs')
+  return [f'--config.data.vocab={bucket}/inputs/vocab.model', f'--config.data.source=lines:{bucket}/inputs/corpus/*.txt']
+
+
+@pytest.fixture(scope='module')
+def local_run(inputs, tiny_config, tmp_path_factory):
+  """The same run with every path local, uninterrupted: the trajectory the bucket run must reproduce."""
+  workdir = tmp_path_factory.mktemp('local')
+  finish(pretrain(tiny_config, workdir, f'--config.train.num_steps={STEPS}', f'--config.data.vocab={inputs}/vocab.model',
+                  f'--config.data.source=lines:{inputs}/corpus/*.txt', cwd=workdir))
+  return read_scalars(workdir)['loss']
+
+
+def test_pod_command_in_a_bucket_killed_damaged_and_resumed_equals_the_local_run(
+    local_run, inputs, tiny_config, gcs_server, bucket, tmp_path):
+  workdir = f'{bucket}/runs/tiny'
+  args = (f'--config.train.num_steps={STEPS}', *in_bucket(inputs, bucket))
+  killed = pretrain(tiny_config, workdir, *args, cwd=tmp_path)
+  deadline = time.time() + 300
+  while not paths.path(f'{workdir}/checkpoints/20/commit_success.txt').exists():  # orbax's mark of a whole one
+    assert killed.poll() is None and time.time() < deadline, 'the run ended before it could be killed'
+    time.sleep(0.05)
+  killed.send_signal(signal.SIGKILL)
+  killed.communicate(timeout=60)
+
+  # Checkpoint 20 damaged in the bucket as a preempted copy might leave it: three array files cut short.
+  newest = paths.path(f'{workdir}/checkpoints/20')
+  data_files = [f for f in paths.files_under(newest) if '/ocdbt.process_0/d/' in f][:3]
+  assert len(data_files) == 3
+  for name in data_files:
+    (newest / name).write_bytes((newest / name).read_bytes()[:10])
+
+  out, err = finish(pretrain(tiny_config, workdir, *args, cwd=tmp_path))
+  set_aside = [f for f in paths.path(f'{workdir}/checkpoints').iterdir() if f.name.startswith('20.damaged-')]
+  assert len(set_aside) == 1
+  line, = [line for line in out.splitlines() if 'damaged' in line]
+  assert line == f'checkpoint 20 is damaged (a file is truncated in {line.split(" in ")[1].split(")")[0]}): ' \
+                 f'moved to {set_aside[0]}; resuming from step 10', out
+  assert 'resumed from step 10' in out and 'Traceback' not in err and 'Event loop' not in err, err[-3000:]
+
+  # The whole trajectory, read back from the bucket's TensorBoard files, is the local run's.
+  losses = scalars_in(workdir, tmp_path / 'read-back')['loss']
+  np.testing.assert_array_equal([losses[s] for s in range(1, STEPS + 1)], [local_run[s] for s in range(1, STEPS + 1)])
+  written = {name for name in paths.files_under(workdir) if '/' not in name}
+  assert {'config.json', 'run.json', 'result.json'} <= written, written
+
+  # Evaluation reads the same workdir.
+  evaluated = subprocess.run([sys.executable, '-m', 'albert_jax.evaluate', f'--config={ROOT}/configs/tiny.py',
+                              f'--workdir={workdir}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
+                              '--config.data.max_seq_length=64', '--config.model.max_position_embeddings=64',
+                              '--config.train.batch_size=8', '--config.train.eval_batches=1', *args[1:]],
+                             cwd=tmp_path, env={**os.environ, 'PYTHONPATH': str(ROOT)}, capture_output=True,
+                             text=True, timeout=300)
+  assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+  result = json.loads(paths.path(f'{workdir}/result.json').read_text())
+  evaluation = json.loads(paths.path(f'{workdir}/eval-sop.json').read_text())
+  assert evaluation['step'] == STEPS and evaluation['eval_mlm_accuracy'] == result['eval_mlm_accuracy']
+  assert f'eval_mlm_accuracy {result["eval_mlm_accuracy"]:.4f}' in evaluated.stdout
+
+  # Nothing landed on local disk under a folder named after the URL.
+  assert not [p for p in tmp_path.rglob('gs:*')] and not (ROOT / 'gs:').exists()
+
+
+def two_hosts(tiny_config, workdirs, *extra, cwd):
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+  distributed = ['--distributed', f'--coordinator_address=127.0.0.1:{port}', '--num_processes=2']
+  hosts = [pretrain(tiny_config, workdir, *extra, *distributed, f'--process_id={i}', cwd=cwd)
+           for i, workdir in enumerate(workdirs)]
+  return [(host, *host.communicate(timeout=600)) for host in hosts]
+
+
+def test_two_hosts_share_a_workdir_in_a_bucket_and_resume(inputs, tiny_config, bucket, tmp_path):
+  workdir = f'{bucket}/runs/pod'
+  args = [*in_bucket(inputs, bucket), '--config.train.checkpoint_every=3']
+  for steps, resumed in ((6, False), (9, True)):
+    ran = two_hosts(tiny_config, [workdir, workdir], f'--config.train.num_steps={steps}', *args, cwd=tmp_path)
+    for host, out, err in ran:
+      assert host.returncode == 0, err[-3000:]
+    assert f'[host 0/2] step {steps}/{steps}' in ran[0][1]
+    assert ('resumed from step 6' in ran[0][1]) == resumed
+  checkpoints = sorted(int(p.name) for p in paths.path(f'{workdir}/checkpoints').iterdir() if p.name.isdigit())
+  assert checkpoints == [3, 6, 9]
+  data_state = json.loads(paths.path(f'{workdir}/checkpoints/9/data/metadata').read_text())
+  assert [h['host'] for h in data_state['hosts']] == [0, 1] and all(h['step'] == 9 for h in data_state['hosts'])
+  assert not [p for p in paths.files_under(workdir) if '.host0-marker' in p]  # the check leaves nothing behind
+
+
+def test_hosts_that_do_not_share_the_workdir_all_stop_before_compiling(tiny_config, builtin_tokenizer, tmp_path):
+  """Each worker of a pod with a local workdir: host 1 cannot see what host 0 writes in its own folder."""
+  workdirs = [tmp_path / 'run', tmp_path / 'elsewhere' / 'run']
+  ran = two_hosts(tiny_config, workdirs, '--config.train.num_steps=6', cwd=tmp_path)
+  for workdir, (host, out, err) in zip(workdirs, ran):
+    assert host.returncode == 2, err[-3000:]
+    assert err.rstrip().splitlines()[-1].startswith(f'error: --workdir {workdir} is not one folder shared by all '
+                                                    f'hosts: host(s) 1 of 2 do not see'), err[-3000:]
+    assert 'Use a gs:// workdir' in err and 'parameters, mesh' not in out and 'Traceback' not in err
+
+
+def no_credentials(home):
+  """This process's environment without the GCS server and without any Google credentials (nor a metadata
+  server: the one a TPU VM has is pointed at a closed port)."""
+  env = {k: v for k, v in os.environ.items() if not k.startswith(('STORAGE_EMULATOR', 'CLOUD_STORAGE_EMULATOR',
+                                                                   'TENSORSTORE_GCS', 'GOOGLE_', 'FSSPEC_GCS'))}
+  return {**env, 'HOME': str(home), 'CLOUDSDK_CONFIG': str(home / 'gcloud'), 'GCE_METADATA_HOST': '127.0.0.1:9',
+          'GCE_METADATA_IP': '127.0.0.1:9'}
+
+
+BAD_INPUT = {
+    'a bucket that does not exist': (
+        'gs://no-such-bucket-here/run', [], None,
+        'bucket gs://no-such-bucket-here does not exist (or this machine\'s account cannot see it): create it with '
+        'gcloud storage buckets create gs://no-such-bucket-here'),
+    'no credentials': (
+        '{bucket}/run', [], no_credentials,
+        'no Google Cloud credentials on this machine. On a TPU VM its service account provides them; elsewhere run '
+        'gcloud auth application-default login'),
+    'a vocabulary that is not there': (
+        '{bucket}/run', ['--config.data.vocab={bucket}/missing.model'], None, '{bucket}/missing.model'),
+    'a corpus glob that matches nothing': (
+        '{bucket}/run', ['--config.data.source=lines:{bucket}/corpus/*.txt'], None,
+        'lines:{bucket}/corpus/*.txt'),
+}
+
+
+@pytest.mark.parametrize('case', list(BAD_INPUT))
+def test_bad_input_in_a_bucket_stops_early_with_one_line(case, tiny_config, builtin_tokenizer, bucket, tmp_path):
+  workdir, args, environment, message = BAD_INPUT[case]
+  process = pretrain(tiny_config, workdir.format(bucket=bucket), '--config.train.num_steps=20',
+                     *(a.format(bucket=bucket) for a in args), cwd=tmp_path,
+                     env=environment(tmp_path) if environment else None)
+  out, err = process.communicate(timeout=300)
+  assert process.returncode == 2, err[-3000:]
+  last = err.rstrip().splitlines()[-1]
+  assert last.startswith('error: ') and message.format(bucket=bucket) in last, err[-3000:]
+  assert 'Traceback' not in err and 'parameters, mesh' not in out
+  assert not list(tmp_path.rglob('gs:*'))
