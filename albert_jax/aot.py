@@ -12,7 +12,6 @@ batch even when the configured one fits. Each try is one compile (seconds to a m
 import dataclasses
 import math
 import os
-import pathlib
 import re
 from typing import Optional
 
@@ -255,7 +254,7 @@ def main(argv):
   # libtpu takes a machine-wide lock to keep two processes off one TPU; compile-only devices need no such lock,
   # and without this a second check on the same machine fails.
   os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')
-  name = pathlib.Path(config_flags.get_config_filename(flags.FLAGS['config'])).stem
+  name = os.path.splitext(os.path.basename(config_flags.get_config_filename(flags.FLAGS['config'])))[0]
   if _FORMAT.value == 'markdown':
     print(markdown_header(_MFU.value))
   for topo in [topology(t) for t in _TOPOLOGY.value.split(',')]:  # every name is checked before any compile

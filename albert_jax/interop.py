@@ -507,7 +507,7 @@ def load_workdir(workdir, step: Optional[int] = None) -> tuple:
     elif step not in steps:
       raise CheckpointError(f'{workdir} has no checkpoint of step {step}; its checkpoints are of steps '
                             f'{", ".join(map(str, steps))}.')
-    mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.devices()[:1])
+    mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.local_devices()[:1])
     # Only to restore its parameters, which any attention implementation reads alike.
     program = step_lib.build(config, dataclasses.replace(model_config, attention='xla'), mesh)
     params = jax.device_get(checkpoint.restore_state(mngr, step, program.abstract_state())['params'])

@@ -22,12 +22,15 @@ result.json is not run again, so an interrupted sweep continues where it stopped
 import argparse
 import importlib.util
 import itertools
+import io
 import json
 import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 
+from albert_jax import paths
 from launch import tpu
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -79,7 +82,7 @@ def flags(overrides: dict) -> list:
   return [f'--config.{key}={value}' for key, value in overrides.items()]
 
 
-def finished(workdir: pathlib.Path, what: str) -> bool:
+def finished(workdir: paths.Path, what: str) -> bool:
   """Training is finished when it wrote result.json (a run stopped by SIGTERM exits 0 without one); an evaluation
   when its file is of the same step as that result."""
   result = workdir / 'result.json'
@@ -91,7 +94,7 @@ def finished(workdir: pathlib.Path, what: str) -> bool:
   return evaluated.exists() and json.loads(evaluated.read_text())['step'] == json.loads(result.read_text())['step']
 
 
-def run_local(sweep: dict, runs: list, root: pathlib.Path, dry_run: bool, attempts: int = 3) -> None:
+def run_local(sweep: dict, runs: list, root: paths.Path, dry_run: bool, attempts: int = 3) -> None:
   for i, overrides in enumerate(runs):
     workdir = root / run_name(overrides)
     common = [f'--config={sweep["config"]}', f'--workdir={workdir}', *flags(sweep['fixed']), *flags(overrides)]
@@ -111,14 +114,26 @@ def run_local(sweep: dict, runs: list, root: pathlib.Path, dry_run: bool, attemp
           break
         workdir.mkdir(parents=True, exist_ok=True)
         started = time.time()
-        with open(workdir / f'{what}.log', 'a') as log:
-          result = subprocess.run(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        result = run_logged(argv, workdir / f'{what}.log')
         if result.returncode:
           raise SystemExit(f'{workdir.name}: {what} failed (exit {result.returncode}); see {workdir}/{what}.log')
         print(f'    {"finished" if finished(workdir, what) else "stopped early"} after {time.time() - started:.0f} s',
               flush=True)
       if not dry_run and not finished(workdir, what):
         raise SystemExit(f'{workdir.name}: {what} did not finish in {attempts} attempts; see {workdir}/{what}.log')
+
+
+def run_logged(argv: list, log: paths.Path) -> subprocess.CompletedProcess:
+  """Runs `argv`, its output appended to `log`: as it comes on a local disk (tail -f works), at the end in a bucket,
+  whose objects cannot be appended to."""
+  if not paths.is_url(log):
+    with open(log, 'a') as f:
+      return subprocess.run(argv, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+  with tempfile.TemporaryFile() as f:
+    result = subprocess.run(argv, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+    f.seek(0)
+    log.write_bytes((log.read_bytes() if log.exists() else b'') + f.read())
+  return result
 
 
 def run_tpu(sweep: dict, runs: list, args) -> None:
@@ -133,7 +148,7 @@ def run_tpu(sweep: dict, runs: list, args) -> None:
       time.sleep(args.poll_seconds)
 
 
-def collect(sweep: dict, runs: list, root: pathlib.Path) -> list:
+def collect(sweep: dict, runs: list, root: paths.Path) -> list:
   rows = []
   for overrides in runs:
     workdir = root / run_name(overrides)
@@ -174,7 +189,7 @@ def finetune_columns(sweep: dict) -> list:
   return [f'finetune_{pathlib.Path(spec.split()[0]).stem}' for spec in sweep['finetune']]
 
 
-def report(sweep: dict, runs: list, root: pathlib.Path) -> str:
+def report(sweep: dict, runs: list, root: paths.Path) -> str:
   """A markdown table of the runs' final held-out metrics (with the paper's, where the sweep file gives them) and
   a PNG plot of the accuracies, both written under the sweep's workdir."""
   rows = collect(sweep, runs, root)
@@ -195,7 +210,7 @@ def report(sweep: dict, runs: list, root: pathlib.Path) -> str:
   return table
 
 
-def plot(sweep: dict, rows: list, accuracies: list, root: pathlib.Path) -> None:
+def plot(sweep: dict, rows: list, accuracies: list, root: paths.Path) -> None:
   """report.png: a panel per accuracy, a bar per run; a black tick at each run's majority rate (what always
   guessing the commoner label scores) and, where the sweep file maps them, the paper's figures in grey beside."""
   import matplotlib
@@ -229,8 +244,10 @@ def plot(sweep: dict, rows: list, accuracies: list, root: pathlib.Path) -> None:
       ax.legend(fontsize=7, loc='best')
   figure.suptitle(f'{root.name}: {sweep["config"]} {" ".join(flags(sweep["fixed"]))}', fontsize=9)
   figure.tight_layout()
-  figure.savefig(root / 'report.png', dpi=110)
+  png = io.BytesIO()  # matplotlib writes only local files; the sweep's workdir may be in a bucket
+  figure.savefig(png, format='png', dpi=110)
   plt.close(figure)
+  (root / 'report.png').write_bytes(png.getvalue())
 
 
 def main(argv=None) -> None:
@@ -257,6 +274,8 @@ def main(argv=None) -> None:
       sweep = {'config': args.config, 'axes': parse_spec(args.sweep), 'mode': args.mode or 'grid', 'fixed': {},
                'evaluate': [], 'finetune': [], 'paper': {}, 'paper_metrics': {}}
     runs = expand(sweep['axes'], sweep['mode'])
+    if (args.target == 'local' or args.report) and not args.dry_run:  # this machine reads and writes the workdir
+      paths.check_reachable(args.workdir)
   except ValueError as e:
     parser.error(str(e))
   if args.config:
@@ -267,7 +286,7 @@ def main(argv=None) -> None:
   unknown = [a for a in extra if not (a.startswith('--config.') and '=' in a)]
   if unknown:
     parser.error(f'unrecognized arguments: {" ".join(unknown)}')
-  root = pathlib.Path(args.workdir)
+  root = paths.path(args.workdir)
   print(f'{len(runs)} runs of {sweep["config"]}: {", ".join(run_name(r) for r in runs)}', flush=True)
   if not args.report:
     if args.target == 'tpu':

@@ -15,6 +15,7 @@ import pytest
 
 from albert_jax import paths
 from albert_jax.data import pipeline
+from albert_jax.data.tokenizer import Tokenizer
 from conftest import ROOT
 from test_train import read_scalars
 
@@ -198,4 +199,22 @@ def test_bad_input_in_a_bucket_stops_early_with_one_line(case, tiny_config, buil
   last = err.rstrip().splitlines()[-1]
   assert last.startswith('error: ') and message.format(bucket=bucket) in last, err[-3000:]
   assert 'Traceback' not in err and 'parameters, mesh' not in out
+  assert not list(tmp_path.rglob('gs:*'))
+
+
+def test_a_vocabulary_trained_from_a_bucket_into_a_bucket_equals_the_local_one(inputs, bucket, tmp_path):
+  def train_vocab(source, prefix):
+    out = subprocess.run([sys.executable, '-m', 'albert_jax.data.vocab', f'--input=lines:{source}/corpus/*.txt',
+                          '--vocab_size=60', f'--output={prefix}'], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, 'PYTHONPATH': str(ROOT)}, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f'wrote {prefix}.model: 60 pieces' in out.stdout
+  in_bucket(inputs, bucket)
+  train_vocab(f'{bucket}/inputs', f'{bucket}/vocab/corpus-60')
+  train_vocab(inputs, tmp_path / 'corpus-60')
+  # SentencePiece is seeded: the same pieces and scores (the .model also records the folder it was trained in).
+  assert paths.path(f'{bucket}/vocab/corpus-60.vocab').read_bytes() == (tmp_path / 'corpus-60.vocab').read_bytes()
+  sentence = ['Sentence 3.1 of document 3 says xxx things about 3 ducks.']
+  assert (Tokenizer(f'{bucket}/vocab/corpus-60.model').encode(sentence)[0].tolist()
+          == Tokenizer(tmp_path / 'corpus-60.model').encode(sentence)[0].tolist())
   assert not list(tmp_path.rglob('gs:*'))

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from albert_jax import paths
 from launch import sweep
 
 SHRINK = ['--config.data.max_seq_length=64', '--config.model.max_position_embeddings=64',
@@ -85,3 +86,25 @@ def test_tpu_target_dry_run_starts_each_run_on_the_pod(capsys):
   out = capsys.readouterr().out
   assert out.count("--worker=all '--command=mkdir -p") == 2
   assert '--workdir=gs://b/sweep/sharing=none --distributed --config.model.sharing=none' in out
+
+
+def test_report_of_runs_in_a_bucket(bucket, capsys):
+  """After a sweep on a pod (--target=tpu), --report collects the runs' results from their gs:// workdirs and
+  writes the table and the plot there."""
+  results = {'sharing=all': 0.25, 'sharing=none': 0.5}
+  for run, accuracy in results.items():
+    result = {'step': 3, 'eval_mlm_accuracy': accuracy, 'eval_sop_accuracy': 0.75, 'eval_sop_majority': 0.5}
+    paths.path(f'{bucket}/sweep/{run}/result.json').write_text(json.dumps(result))
+  sweep.main(['--sweep=model.sharing=all,none', '--config=configs/base.py', f'--workdir={bucket}/sweep', '--report'])
+  table = paths.path(f'{bucket}/sweep/report.md').read_text().splitlines()
+  assert table[0] == '| run | eval_mlm_accuracy | eval_sop_accuracy |'
+  assert table[2:] == ['| sharing=all | 0.2500 | 0.7500 (majority 0.500) |',
+                       '| sharing=none | 0.5000 | 0.7500 (majority 0.500) |']
+  assert paths.path(f'{bucket}/sweep/report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+  assert f'table: {bucket}/sweep/report.md' in capsys.readouterr().out
+
+
+def test_a_sweep_into_a_missing_bucket_is_refused(gcs_server, capsys):
+  with pytest.raises(SystemExit) as stop:
+    sweep.main(['--sweep=model.sharing=all,none', '--config=configs/base.py', '--workdir=gs://no-such-bucket/s'])
+  assert stop.value.code == 2 and 'bucket gs://no-such-bucket does not exist' in capsys.readouterr().err

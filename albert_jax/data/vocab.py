@@ -11,6 +11,7 @@ import itertools
 
 from absl import flags
 
+from albert_jax import paths
 from albert_jax.config import run_cli
 from albert_jax.data import sources, tokenizer
 
@@ -42,6 +43,7 @@ def train_on_source(spec_text, vocab_size, output_prefix, data_dir=None, limit=1
 
 def main(argv):
   del argv
+  paths.check_reachable(_INPUT.value, _OUTPUT.value, _TFDS_DATA_DIR.value)
   path = train_on_source(_INPUT.value, _VOCAB_SIZE.value, _OUTPUT.value, _TFDS_DATA_DIR.value, _MAX_SENTENCES.value)
   vocab = tokenizer.Tokenizer(path, vocab_size=_VOCAB_SIZE.value)
   print(f'wrote {path}: {vocab.vocab_size} pieces')
