@@ -23,9 +23,10 @@ from albert_jax.model import ConfigError, ModelConfig
 
 BEST_METRIC = 'eval_mlm_accuracy'
 
-# A checkpoint between evaluations has no metric by design (the best is ranked among those that have one); orbax
-# warns about each such save on the console.
-logging.get_absl_logger().addFilter(lambda record: 'did not provide metrics' not in record.getMessage())
+# Orbax warns on the console about what is so by design here: a checkpoint between evaluations has no metric (the
+# best is ranked among those that have one), and a manager opened to read (convert, from_pretrained) creates nothing.
+_BY_DESIGN = ('did not provide metrics', 'read_only=True, setting', 'Given directory is read only')
+logging.get_absl_logger().addFilter(lambda record: not any(text in record.getMessage() for text in _BY_DESIGN))
 
 
 def manager(workdir, keep: int, best_metric: str = BEST_METRIC, read_only: bool = False) -> ocp.CheckpointManager:

@@ -218,3 +218,21 @@ def test_a_vocabulary_trained_from_a_bucket_into_a_bucket_equals_the_local_one(i
   assert (Tokenizer(f'{bucket}/vocab/corpus-60.model').encode(sentence)[0].tolist()
           == Tokenizer(tmp_path / 'corpus-60.model').encode(sentence)[0].tolist())
   assert not list(tmp_path.rglob('gs:*'))
+
+
+def test_the_built_in_corpus_with_a_tfds_data_dir_in_a_bucket(tiny_config, builtin_tokenizer, bucket, tmp_path,
+                                                              monkeypatch):
+  """The pod command sets TFDS_DATA_DIR=gs://...: ArrayRecord cannot be written there, so the built-in corpus is
+  read from the bucket if it was copied there, else made in TFDS's local default folder (~/tensorflow_datasets)."""
+  from albert_jax.data import sources
+  prepared = sources.builtin_builder(tiny_config.data.tfds_data_dir)
+  home = tmp_path / 'home'
+  paths.copy_tree(tiny_config.data.tfds_data_dir, home / 'tensorflow_datasets')  # as if prepared there before
+  monkeypatch.setenv('HOME', str(home))
+  local = sources.builtin_builder(f'{bucket}/tfds')  # (TFDS_DATA_DIR, read when TFDS is imported, takes this path)
+  assert str(local.data_dir).startswith(str(home / 'tensorflow_datasets'))
+  assert local.info.splits['train'].num_examples == prepared.info.splits['train'].num_examples
+  paths.copy_tree(prepared.data_dir, f'{bucket}/tfds/{paths.path(prepared.data_dir).relative_to(tiny_config.data.tfds_data_dir)}')
+  in_bucket = sources.builtin_builder(f'{bucket}/tfds')
+  assert str(in_bucket.data_dir).startswith(f'{bucket}/tfds/')
+  assert in_bucket.info.splits['train'].num_examples == prepared.info.splits['train'].num_examples

@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import importlib
 import itertools
+import os
 import re
 from typing import Iterator, Optional
 
@@ -235,8 +236,8 @@ def builtin_builder(data_dir: Optional[str]):
   # What is_prepared() checks, without its warning about the empty version folder the builder has just made.
   if (paths.path(builder.data_dir) / 'dataset_info.json').exists():
     return builder
-  if paths.is_url(builder.data_dir):
-    return builtin_builder(None)
+  if paths.is_url(builder.data_dir):  # (TFDS_DATA_DIR may name the bucket too: TFDS's own local default then)
+    return builtin_builder(os.path.join(os.path.expanduser('~'), 'tensorflow_datasets'))
   # The builder prints its own start and end lines; TFDS's bars (an ETA of an hour for a few seconds of shuffling)
   # would only confuse.
   tfds.display_progress_bar(False)
