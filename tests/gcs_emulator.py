@@ -5,7 +5,7 @@ the emulator leaves it out, and tensorstore, which writes orbax's arrays, reads 
 OCDBT manifest it holds ("Malformed StorageGeneration" without it). This adds the header, as the real service sends
 it, and changes nothing else.
 
-  python tests/gcs_emulator.py PORT
+  python tests/gcs_emulator.py PORT [BUCKET]     # BUCKET: a bucket to create at start
 """
 import sys
 
@@ -32,4 +32,5 @@ server.HANDLERS = tuple((pattern, {method: download_with_generation if handler i
                         for pattern, handlers in server.HANDLERS)
 
 if __name__ == '__main__':
-  server.create_server('127.0.0.1', int(sys.argv[1]), in_memory=True).run()
+  server.create_server('127.0.0.1', int(sys.argv[1]), in_memory=True,
+                       default_bucket=sys.argv[2] if len(sys.argv) > 2 else None).run()
