@@ -7,10 +7,12 @@ back to the previous one, and never loads partial state.
 """
 import dataclasses
 import json
+import logging as std_logging
 import os
 import re
 import sys
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -60,12 +62,12 @@ def restore_latest(mngr: ocp.CheckpointManager, abstract_state):
   target shardings, so a checkpoint written on another mesh shape restores onto this one. Each damaged checkpoint
   on the way is moved aside and reported in one line; its full error goes to the log (--verbosity=0 shows it)."""
   damaged, found = [], None
+  quiet_abandoned_reads()
   for step in sorted(mngr.all_steps(), reverse=True):
     try:
       restored = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract_state),
                                                             data=ocp.args.JsonRestore()))
     except Exception as e:  # orbax and tensorstore raise many types for damaged or missing files
-      _drop_reports_of_abandoned_reads()
       logging.info('checkpoint %d in %s cannot be restored: %r, from %r', step, mngr.directory, e, _innermost(e))
       damaged.append((step, damage(e), _set_aside(mngr, step)))
       continue
@@ -94,16 +96,18 @@ def damage(error: BaseException) -> str:
 
 
 def _innermost(error: BaseException) -> BaseException:
-  while error.__cause__ or error.__context__:
+  """The first error of the chain Python would print: causes, and contexts not raised past `from None`."""
+  while error.__cause__ or (error.__context__ and not error.__suppress_context__):
     error = error.__cause__ or error.__context__
   return error
 
 
-def _drop_reports_of_abandoned_reads() -> None:
+def quiet_abandoned_reads() -> None:
   """When one read of a restore fails, orbax closes its event loop while tensorstore completes the reads it had
-  started; each completion then reports 'Event loop is closed', and each abandoned read coroutine its own error,
-  to sys.unraisablehook: hundreds of tracebacks, some seconds later, for one damaged file. From the first failed
-  restore on, drop exactly those; anything else still reaches the previous hook."""
+  started. Each completion then reports 'Event loop is closed', each abandoned read its own error, to
+  sys.unraisablehook and asyncio's log, and a read never started warns that it was never awaited: hundreds of
+  tracebacks, some seconds later, for one damaged file. Before a restore that may fail, drop exactly those;
+  anything else still reaches the console."""
   previous = sys.unraisablehook
   if getattr(previous, 'drops_abandoned_reads', False):
     return
@@ -117,6 +121,10 @@ def _drop_reports_of_abandoned_reads() -> None:
 
   hook.drops_abandoned_reads = True
   sys.unraisablehook = hook
+  warnings.filterwarnings('ignore', message=r"coroutine '_read_array\w*' was never awaited", category=RuntimeWarning)
+  std_logging.getLogger('asyncio').addFilter(lambda record: not (
+      'exception was never retrieved' in record.getMessage()
+      and any(sign in record.getMessage() for sign in ('orbax', 'OCDBT', 'TensorStore'))))
 
 
 def _set_aside(mngr: ocp.CheckpointManager, step: int) -> paths.Path:

@@ -468,6 +468,7 @@ def load(directory) -> tuple:
   cfg = validate(config)
   target = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype),
                         _unboxed_shapes(make_model(cfg, config.get('head'))))
+  checkpoint.quiet_abandoned_reads()
   try:
     with ocp.StandardCheckpointer() as checkpointer:
       params = checkpointer.restore(directory / OURS_PARAMS, target)
