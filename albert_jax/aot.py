@@ -20,40 +20,30 @@ import jax
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import metrics, sharding
+from albert_jax import accelerators, metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.model import ConfigError
 from albert_jax.summary import training_flops_per_sequence
 
-GIB = 2 ** 30
-
-# Per product family: (chip-grid dimensions, JAX devices per chip, chip config for libtpu, HBM per JAX device,
-# does the name count cores (2 per chip) rather than chips). On v2/v3 each core is one device; v4 and v5p
-# chips are one "megacore" device; v5e and v6e chips have one core.
-_FAMILIES = {
-    'v2': (2, 2, None, 8 * GIB, True),
-    'v3': (2, 2, None, 16 * GIB, True),
-    'v4': (3, 1, 'megacore', 32 * GIB, True),
-    'v5p': (3, 1, 'megacore', 95 * GIB, True),
-    'v5e': (2, 1, None, 16 * GIB, False),
-    'v6e': (2, 1, None, 32 * GIB, False),
-}
-_ALIASES = {'v5litepod': 'v5e', 'v6litepod': 'v6e'}
+GIB = accelerators.GIB
 REMAT_BY_MEMORY = ('none', 'save_dots', 'save_dots_no_batch', 'full')  # most memory first
 
 
 @dataclasses.dataclass(frozen=True)
 class Topology:
-  name: str  # as Cloud TPU names it: v3-512
+  name: str  # v3-512 (several slices: 2xv5e-256)
   chip_grid: str  # as libtpu takes it: v3:16x16
   chip_config: Optional[str]
-  devices: int
+  devices: int  # in all slices
   hbm_bytes: int  # per JAX device
+  num_slices: int = 1
 
   def compile_only_devices(self):
     from jax.experimental import topologies
     kwargs = {'chip_config_name': self.chip_config} if self.chip_config else {}
+    if self.num_slices > 1:
+      kwargs['num_slices'] = self.num_slices
     try:
       return topologies.get_topology_desc(topology_name=self.chip_grid, platform='tpu', **kwargs).devices
     except (RuntimeError, ValueError) as e:
@@ -62,20 +52,15 @@ class Topology:
 
 
 def topology(name: str) -> Topology:
-  """'v3-512' -> the v3:16x16 grid of 256 chips, 512 devices. Chips are laid out as Cloud TPU does: a square or
-  2:1 grid for 2-D families, and for 3-D ones 2x2x1 at 4 chips, then doubling z, y, x in turn from 2x2x2."""
-  match = re.fullmatch(r'(v\d+[a-z]*|v5litepod|v6litepod)-(\d+)', name.strip().lower())
-  family = _ALIASES.get(match.group(1), match.group(1)) if match else None
-  if family not in _FAMILIES:
-    raise ConfigError(f'unknown TPU topology {name!r}: expected FAMILY-SIZE with FAMILY one of '
-                      f'{", ".join(_FAMILIES)}, as Cloud TPU names accelerator types (v3-8 ... v3-1024, v4-128, '
-                      f'v5e-256, ...).')
-  dims, devices_per_chip, chip_config, hbm, counts_cores = _FAMILIES[family]
-  size = int(match.group(2))
-  chips = size // 2 if counts_cores else size
-  if chips < 1 or chips & (chips - 1) or (counts_cores and size % 2):
-    raise ConfigError(f'{name}: the size must be a power of two (v3-8, v3-32, ... v3-1024).')
-  if dims == 2:
+  """'v3-512' -> the v3:16x16 grid of 256 chips, 512 devices; '2xv5e-256' -> two such slices. Chips are laid out
+  as Cloud TPU does: a square or 2:1 grid for 2-D generations, and for 3-D ones 2x2x1 at 4 chips, then doubling
+  z, y, x in turn from 2x2x2."""
+  slices, _, one = name.strip().lower().rpartition('x') if re.match(r'\d+x', name.strip()) else ('1', '', name)
+  tpu = accelerators.tpu_slice(one)
+  generation, chips, num_slices = tpu.generation, tpu.chips, int(slices)
+  if num_slices > 1 and not generation.multislice:
+    raise ConfigError(f'{name}: {generation.name} slices cannot be joined (multislice is v4 and later).')
+  if generation.grid_dims == 2:
     x = 2 ** (int(math.log2(chips)) // 2)
     grid = (x, chips // x)
   elif chips < 8:
@@ -86,8 +71,10 @@ def topology(name: str) -> Topology:
       grid[axis] *= 2
       axis = (axis - 1) % 3
     grid = tuple(grid)
-  return Topology(f'{family}-{size}', f'{family}:{"x".join(map(str, grid))}', chip_config,
-                  chips * devices_per_chip, hbm)
+  one_name = f'{generation.name}-{tpu.size}'
+  return Topology(one_name if num_slices == 1 else f'{num_slices}x{one_name}',
+                  f'{generation.name}:{"x".join(map(str, grid))}', generation.chip_config,
+                  tpu.devices * num_slices, generation.hbm_bytes, num_slices)
 
 
 class OutOfMemory(Exception):
@@ -210,7 +197,10 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
   model_config = validate(config)
   flops = training_flops_per_sequence(model_config, config.data.max_seq_length,
                                       config.data.max_predictions_per_seq) * config.train.batch_size
-  peak_flops = metrics.bf16_peak(devices[0].device_kind)
+  peak_flops = accelerators.bf16_peak(devices[0].device_kind)
+  if peak_flops is None:
+    raise ConfigError(f'no bf16 peak is known for {devices[0].device_kind!r} devices ({topo.name}): add it to '
+                      f'albert_jax/accelerators.py.')
   step_seconds = flops / (topo.devices * peak_flops * mfu)
   lines = [f'{topo.name} ({topo.chip_grid}, {topo.devices} x {devices[0].device_kind}, {gib(topo.hbm_bytes)} HBM '
            f'each), mesh {dict(sharding.make_mesh(config.mesh, devices).shape)}, sequence '

@@ -4,22 +4,13 @@ import os
 import resource
 import socket
 import time
-from typing import Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
-from albert_jax import paths
-
-# Dense bf16 peak per JAX device (a v2/v3 device is one core: half a chip).
-# GPUs report their CUDA name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3'); the first matching prefix counts, so the
-# PCIe and NVL H100s, with lower clocks, come before the SXM figure.
-PEAK_FLOPS = {'TPU v2': 22.5e12, 'TPU v3': 61.5e12, 'TPU v4': 275e12, 'TPU v5 lite': 197e12, 'TPU v5e': 197e12,
-              'TPU v5p': 459e12, 'TPU v6 lite': 918e12, 'TPU v6e': 918e12, 'NVIDIA H100 PCIe': 756e12,
-              'NVIDIA H100 NVL': 835e12, 'NVIDIA H100': 989e12, 'NVIDIA H200': 989e12, 'NVIDIA A100': 312e12}
-
+from albert_jax import accelerators, paths
 
 def measured_matmul_flops(size: int = 1024, repeats: int = 5) -> float:
   """FLOP/s of a float32 matmul on the default device: the peak we compare CPUs with."""
@@ -32,16 +23,11 @@ def measured_matmul_flops(size: int = 1024, repeats: int = 5) -> float:
   return 2 * size ** 3 * repeats / (time.perf_counter() - start)
 
 
-def bf16_peak(device_kind: str) -> Optional[float]:
-  """The dense bf16 peak of one device of this kind, if it is an accelerator we know."""
-  return next((flops for name, flops in PEAK_FLOPS.items() if device_kind.startswith(name)), None)
-
-
 def peak_flops_per_device() -> tuple:
   """(FLOP/s, where the figure comes from)."""
   kind = jax.devices()[0].device_kind
-  if bf16_peak(kind):
-    return bf16_peak(kind), f'{kind} bf16 peak'
+  if accelerators.bf16_peak(kind):
+    return accelerators.bf16_peak(kind), f'{kind} bf16 peak'
   return measured_matmul_flops(), f'{kind} measured fp32 matmul'
 
 

@@ -54,7 +54,7 @@ import jaxlib  # noqa: E402
 import numpy as np  # noqa: E402
 from etils import epath  # noqa: E402
 
-from albert_jax import aot, metrics, sharding  # noqa: E402
+from albert_jax import accelerators, aot, sharding  # noqa: E402
 from albert_jax import model as model_lib  # noqa: E402
 from albert_jax import step as step_lib  # noqa: E402
 from albert_jax.config import validate  # noqa: E402
@@ -642,7 +642,7 @@ def environment(args) -> dict:
           'memory': memory, 'memory_share': share if device.type == 'cuda' else None,
           'mesh': sharding.make_mesh(args.suite.configs[args.names[0]].mesh, jax.devices()[:1]),
           'torch_compile': args.torch_compile == 'on' or args.torch_compile == 'auto' and device.type == 'cuda',
-          'peak': metrics.bf16_peak(kind),
+          'peak': accelerators.bf16_peak(kind),
           'matmul': {'jax': jax_matmul_flops(size, dtype, repeats),
                      'torch': torch_matmul_flops(size, dtype, repeats, device), 'dtype': dtype, 'size': size}}
 

@@ -8,7 +8,7 @@ import sys
 import jax
 import pytest
 
-from albert_jax import aot, tpu_environment
+from albert_jax import accelerators, aot, tpu_environment
 from albert_jax.model import ConfigError
 from albert_jax.summary import count_params
 from conftest import ROOT
@@ -20,22 +20,29 @@ from conftest import ROOT
     ('v3-256', 'v3:8x16', 256), ('v3-512', 'v3:16x16', 512), ('v3-1024', 'v3:16x32', 1024),
     ('v4-8', 'v4:2x2x1', 4), ('v4-16', 'v4:2x2x2', 8), ('v4-128', 'v4:4x4x4', 64), ('v4-4096', 'v4:8x16x16', 2048),
     ('v5p-8', 'v5p:2x2x1', 4), ('v5e-4', 'v5e:2x2', 4), ('v5litepod-256', 'v5e:16x16', 256),
-    ('v6e-8', 'v6e:2x4', 8),
+    ('v6e-8', 'v6e:2x4', 8), ('v6e-256', 'v6e:16x16', 256), ('v5p-128', 'v5p:4x4x4', 64),
+    ('2xv5e-256', 'v5e:16x16', 512),
 ])
 def test_accelerator_types_map_to_chip_grids(name, grid, devices):
   topo = aot.topology(name)
   assert (topo.chip_grid, topo.devices) == (grid, devices)
 
 
-def test_libtpu_agrees_on_device_counts():
-  for name in ('v3-32', 'v4-16', 'v5e-8'):
-    topo = aot.topology(name)
-    assert len(topo.compile_only_devices()) == topo.devices
+@pytest.mark.parametrize('name', ['v2-8', 'v3-32', 'v4-16', 'v5e-8', 'v5p-8', 'v6e-4', '2xv5e-16'])
+def test_libtpu_agrees_on_devices_and_every_kind_has_a_peak(name):
+  """libtpu's compile-only devices: as many as the table says, of a kind the table knows (v5p's is 'TPU v5',
+  which once matched no peak and crashed the check), spread over the slices."""
+  topo = aot.topology(name)
+  devices = topo.compile_only_devices()
+  generation = accelerators.tpu_slice(name.split('x')[-1]).generation
+  assert len(devices) == topo.devices and devices[0].device_kind in generation.device_kinds
+  assert accelerators.bf16_peak(devices[0].device_kind) == generation.bf16_peak
+  assert len({getattr(d, 'slice_index', 0) for d in devices}) == topo.num_slices
 
 
-@pytest.mark.parametrize('name', ['v3-12', 'v3-7', 'v9-8', 'tpu-v3', 'v3'])
+@pytest.mark.parametrize('name', ['v3-12', 'v3-7', 'v9-8', 'tpu-v3', 'v3', 'v5p-96', '2xv3-64'])
 def test_bad_topology_names_say_what_is_expected(name):
-  with pytest.raises(ConfigError, match='power of two|expected FAMILY-SIZE'):
+  with pytest.raises(ConfigError, match='power of two|expected GENERATION-SIZE|cannot be joined'):
     aot.topology(name)
 
 

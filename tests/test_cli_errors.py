@@ -26,7 +26,7 @@ CASES = {
         ['albert_jax.evaluate', '--config=configs/tiny.py', '--workdir={tmp}', '--config.data.tfds_data_dir={tfds}'],
         'holds no checkpoint to evaluate'),
     'aot: an unknown topology': (
-        ['albert_jax.aot', '--config=configs/base.py', '--topology=v9-7'], "unknown TPU topology 'v9-7'"),
+        ['albert_jax.aot', '--config=configs/base.py', '--topology=v9-7'], "unknown TPU accelerator type 'v9-7'"),
     'summary: a shape that cannot work': (
         ['albert_jax.summary', '--config=configs/base.py', '--config.model.num_heads=5'],
         'hidden_size 768 is not divisible by num_heads 5'),

@@ -1,0 +1,106 @@
+"""Every accelerator albert_jax knows, in one table: each Cloud TPU generation (its JAX device kinds, memory, peak,
+hosts, how Cloud TPU names its slices and which TPU VM software runs JAX on it) and the GPUs' bf16 peaks. The fit
+check (aot.py), MFU (metrics.py) and the launch scripts (launch/tpu.py) read it; nothing else holds these figures.
+"""
+import dataclasses
+import re
+from typing import Optional
+
+from albert_jax.model import ConfigError
+
+GIB = 2 ** 30
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuGeneration:
+  name: str  # as the fit check and this table call it: v5e
+  cloud_prefix: str  # as Cloud TPU accelerator types begin: v5litepod-256
+  device_kinds: tuple  # jax.devices()[0].device_kind on it
+  bf16_peak: float  # dense bf16 FLOP/s per JAX device
+  hbm_bytes: int  # per JAX device
+  devices_per_chip: int  # 2 on v2/v3 (each core is a device); megacore chips (v4, v5p) and 1-core chips: 1
+  name_counts_cores: bool  # v3-64 and v5p-128 count TensorCores (2 per chip); v5litepod-256 and v6e-256 chips
+  grid_dims: int  # the chip grid libtpu takes: 2-D (v3:16x16) or 3-D (v4:4x4x4)
+  chip_config: Optional[str]  # libtpu's compile-only chip config ('megacore': one device per 2-core chip)
+  runtime: str  # TPU VM software version for JAX
+  multislice: bool  # slices can be joined over the data-center network
+  chips_per_host: int = 4  # TPU VM hosts of a multi-host slice
+
+
+# Sources (checked 2026-11): Cloud TPU system architecture pages cloud.google.com/tpu/docs/{v2,v3,v4,v5e,v5p,v6e}
+# for peak, HBM and cores per chip; cloud.google.com/tpu/docs/runtimes for the software versions; device kinds as
+# JAX reports them (jax/_src/mesh_utils.py, tpu_info.py; v5p says 'TPU v5' on a TPU VM, 'TPU v5p' on Pathways);
+# 4 chips per TPU VM host in multi-host slices (libtpu's topologies, MaxText's accelerator_to_spec_map.py; a v5e
+# or v6e slice of 8 chips or fewer is one VM); multislice from v4 on (cloud.google.com/tpu/docs/multislice-
+# introduction).
+TPU_GENERATIONS = (
+    # v2: 46 TFLOP/s and 16 GiB per chip (jax tpu_info.py: the docs give no figures); 2 cores per chip.
+    TpuGeneration('v2', 'v2', ('TPU v2',), 23e12, 8 * GIB, 2, True, 2, None, 'tpu-ubuntu2204-base', False),
+    # v3: 123 TFLOP/s and 32 GiB per chip (docs), 2 cores per chip.
+    TpuGeneration('v3', 'v3', ('TPU v3',), 61.5e12, 16 * GIB, 2, True, 2, None, 'tpu-ubuntu2204-base', False),
+    # v4: 275 TFLOP/s and 32 GiB per chip (docs), megacore.
+    TpuGeneration('v4', 'v4', ('TPU v4',), 275e12, 32 * GIB, 1, True, 3, 'megacore', 'tpu-ubuntu2204-base', True),
+    # v5e: 197 TFLOP/s and 16 GiB per chip (docs), 1 core.
+    TpuGeneration('v5e', 'v5litepod', ('TPU v5 lite', 'TPU v5e'), 197e12, 16 * GIB, 1, False, 2, None,
+                  'v2-alpha-tpuv5-lite', True),
+    # v5p: 459 TFLOP/s and 95 GiB per chip (docs; tpu_info says 96), megacore.
+    TpuGeneration('v5p', 'v5p', ('TPU v5', 'TPU v5p'), 459e12, 95 * GIB, 1, True, 3, 'megacore', 'v2-alpha-tpuv5',
+                  True),
+    # v6e (Trillium): 918 TFLOP/s and 32 GiB per chip (docs), 1 core.
+    TpuGeneration('v6e', 'v6e', ('TPU v6 lite', 'TPU v6e'), 918e12, 32 * GIB, 1, False, 2, None, 'v2-alpha-tpuv6e',
+                  True),
+)
+
+# GPUs report their CUDA name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3'); the first matching prefix counts, so the
+# PCIe and NVL H100s, with lower clocks, come before the SXM figure. Dense bf16, NVIDIA's data sheets.
+GPU_BF16_PEAK = {'NVIDIA H100 PCIe': 756e12, 'NVIDIA H100 NVL': 835e12, 'NVIDIA H100': 989e12,
+                 'NVIDIA H200': 989e12, 'NVIDIA A100': 312e12}
+
+
+def bf16_peak(device_kind: str) -> Optional[float]:
+  """The dense bf16 peak of one JAX device of this kind, if it is an accelerator we know."""
+  tpu = next((g for g in TPU_GENERATIONS if device_kind in g.device_kinds), None)
+  if tpu:
+    return tpu.bf16_peak
+  return next((flops for name, flops in GPU_BF16_PEAK.items() if device_kind.startswith(name)), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Slice:
+  """One Cloud TPU slice: v5litepod-256 is 256 v5e chips on 64 hosts."""
+  generation: TpuGeneration
+  size: int  # the number in the name
+  chips: int
+
+  @property
+  def cloud_name(self) -> str:  # what gcloud takes as --accelerator-type
+    return f'{self.generation.cloud_prefix}-{self.size}'
+
+  @property
+  def devices(self) -> int:
+    return self.chips * self.generation.devices_per_chip
+
+  @property
+  def hosts(self) -> int:
+    """TPU VM workers: one up to 8 chips of a 1-core-chip generation (Cloud TPU's v5litepod-8 and v6e-8 are one
+    8-chip VM), else 4 chips per host."""
+    if not self.generation.name_counts_cores and self.chips <= 8:
+      return 1
+    return max(self.chips // self.generation.chips_per_host, 1)
+
+
+def tpu_slice(name: str) -> Slice:
+  """'v5p-128', 'v5litepod-256' or 'v5e-256' -> its generation and size; a one-line error for anything else."""
+  match = re.fullmatch(r'(v\d+[a-z]*)-(\d+)', name.strip().lower())
+  prefix = match.group(1) if match else None
+  generation = next((g for g in TPU_GENERATIONS if prefix in (g.name, g.cloud_prefix)), None)
+  if generation is None:
+    raise ConfigError(f'unknown TPU accelerator type {name!r}: expected GENERATION-SIZE with GENERATION one of '
+                      f'{", ".join(sorted({p for g in TPU_GENERATIONS for p in (g.name, g.cloud_prefix)}))}, as '
+                      f'Cloud TPU names them (v3-1024, v4-128, v5litepod-256, v5p-128, v6e-256).')
+  size = int(match.group(2))
+  chips = size // 2 if generation.name_counts_cores else size
+  if chips < 1 or chips & (chips - 1) or (generation.name_counts_cores and size % 2):
+    raise ConfigError(f'{name}: the size must be a power of two ({generation.cloud_prefix}-8, '
+                      f'{generation.cloud_prefix}-32, ...).')
+  return Slice(generation, size, chips)
