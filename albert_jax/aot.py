@@ -24,7 +24,7 @@ from albert_jax import accelerators, metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.model import ConfigError
-from albert_jax.summary import training_flops_per_sequence
+from albert_jax.summary import count_params, training_flops_per_sequence
 
 GIB = accelerators.GIB
 REMAT_BY_MEMORY = ('none', 'save_dots', 'save_dots_no_batch', 'full')  # most memory first
@@ -190,8 +190,22 @@ def describe(c: Check, topo: Topology) -> str:
           f'optimizer state {gib(c.opt_state)}; {gib(topo.hbm_bytes)} per device')
 
 
+def on_slices(config, topo: Topology):
+  """The config with its data axis over the topology's slices (mesh.dcn_data), which must match them."""
+  if config.mesh.get('dcn_data', 1) == topo.num_slices:
+    return config
+  if config.mesh.get('dcn_data', 1) != 1:
+    raise ConfigError(f'config.mesh.dcn_data {config.mesh.dcn_data} does not match {topo.name}, '
+                      f'{topo.num_slices} slice(s).')
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    config.mesh.dcn_data = topo.num_slices
+  return config
+
+
 def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devices=None) -> dict:
   devices = devices if devices is not None else topo.compile_only_devices()
+  config = on_slices(config, topo)
   first = check(config, topo, devices)
   tries = suggest(config, topo, devices, first, largest_batch)
   model_config = validate(config)
@@ -209,6 +223,12 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
            f'  {flops:.3g} FLOPs per step (analytic), {flops / topo.devices:.3g} per device; at {mfu:.0%} MFU of '
            f'{peak_flops / 1e12:g} TFLOP/s: {step_seconds:.3g} s/step, {config.train.num_steps:,} steps in '
            f'{metrics.format_eta(step_seconds * config.train.num_steps)}']
+  dcn_bytes = None
+  if topo.num_slices > 1:  # a ring all-reduce of the float32 gradients over the slices; nothing else crosses
+    slices = topo.num_slices
+    dcn_bytes = 2 * (slices - 1) / slices * 4 * count_params(model_config)['total']
+    lines.append(f'  between slices (mesh.dcn_data={slices}): the gradients\' all-reduce, {dcn_bytes / 1e9:.2f} GB '
+                 f'sent and received per slice per step, {dcn_bytes / step_seconds / 1e9:.2f} GB/s at that step time')
   for t in tries:
     lines.append('  try ' + describe(t, topo))
   fitting = [t for t in tries if t.fits]
@@ -222,7 +242,7 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
   elif largest_batch and best:
     lines.append(f'  largest batch that fits with remat {best.remat}: {best.batch_size}')
   return {'text': '\n'.join(lines), 'first': first, 'tries': tries, 'best': best, 'suggestion': suggestion,
-          'flops_per_step': flops, 'step_seconds': step_seconds}
+          'flops_per_step': flops, 'step_seconds': step_seconds, 'dcn_bytes_per_step': dcn_bytes}
 
 
 def markdown_header(mfu: float) -> str:

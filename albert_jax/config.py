@@ -63,6 +63,9 @@ def defaults() -> ml_collections.ConfigDict:
   config.mesh.data = -1
   config.mesh.fsdp = 1
   config.mesh.model = 1
+  # Slices joined over the data-center network (multislice): the data axis spans them, so that only gradients
+  # cross slices; data, fsdp and model above are per slice.
+  config.mesh.dcn_data = 1
   return config
 
 

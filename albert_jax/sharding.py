@@ -33,21 +33,39 @@ RULES = (
 
 
 def make_mesh(mesh_config, devices=None) -> jax.sharding.Mesh:
+  """The mesh over `devices`. With mesh.dcn_data = S > 1 the devices form S slices (TPU slices joined over the
+  data-center network; elsewhere S equal groups of devices in order, e.g. the hosts of a GPU cluster) and the
+  data axis is S times the per-slice data size, slice after slice: parameters are sharded only within a slice,
+  so only the gradients' all-reduce crosses slices."""
   devices = list(devices if devices is not None else jax.devices())
+  slices = mesh_config.get('dcn_data', 1)
+  if slices < 1 or len(devices) % slices:
+    raise ValueError(f'config.mesh.dcn_data {slices}: {len(devices)} devices do not split into {slices} slices.')
+  per_slice = len(devices) // slices
   sizes = [mesh_config[axis] for axis in MESH_AXES]
+  shown = {**dict(zip(MESH_AXES, sizes)), **({'dcn_data': slices} if slices > 1 else {})}
   if sizes.count(-1) > 1 or any(s == 0 or s < -1 for s in sizes):
-    raise ValueError(f'config.mesh {dict(zip(MESH_AXES, sizes))}: give positive sizes, at most one of them -1 '
-                     f'(the rest of the devices).')
+    raise ValueError(f'config.mesh {shown}: give positive sizes, at most one of them -1 (the rest of the devices).')
   known = math.prod(s for s in sizes if s != -1)
   if -1 in sizes:
-    if len(devices) % known:
-      raise ValueError(f'config.mesh {dict(zip(MESH_AXES, sizes))}: {len(devices)} devices are not divisible by '
-                       f'{known}.')
-    sizes[sizes.index(-1)] = len(devices) // known
-  if math.prod(sizes) != len(devices):
-    raise ValueError(f'config.mesh {dict(zip(MESH_AXES, sizes))} needs {math.prod(sizes)} devices; there are '
-                     f'{len(devices)}. Use -1 for one axis to take the rest.')
-  return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * 3, devices=devices)
+    if per_slice % known:
+      raise ValueError(f'config.mesh {shown}: {per_slice} devices per slice are not divisible by {known}.')
+    sizes[sizes.index(-1)] = per_slice // known
+  if math.prod(sizes) != per_slice:
+    raise ValueError(f'config.mesh {shown} needs {math.prod(sizes)} devices per slice; there are {per_slice}. Use '
+                     f'-1 for one axis to take the rest.')
+  axis_types = (jax.sharding.AxisType.Auto,) * 3
+  if slices == 1:
+    return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=axis_types, devices=devices)
+  if all(hasattr(d, 'slice_index') for d in devices):  # TPU slices: ICI within, DCN across, as JAX lays them out
+    from jax.experimental import mesh_utils
+    found = len({d.slice_index for d in devices})
+    if found != slices:
+      raise ValueError(f'config.mesh.dcn_data {slices}: these devices are in {found} slice(s).')
+    grid = mesh_utils.create_hybrid_device_mesh(tuple(sizes), (slices, 1, 1), devices)
+  else:
+    grid = np.array(devices).reshape(slices * sizes[0], *sizes[1:])
+  return jax.sharding.Mesh(grid, MESH_AXES, axis_types=axis_types)
 
 
 def data_parallel_size(mesh) -> int:

@@ -123,3 +123,24 @@ def test_libtpu_is_left_alone_on_a_tpu_vm_and_user_settings_are_kept(monkeypatch
   monkeypatch.setenv('TPU_WORKER_HOSTNAMES', 'worker-0,worker-1')
   assert tpu_environment.quiet_libtpu_without_tpu(0) == {'TPU_HOST_BOUNDS': '1,1,1'}
   assert os.environ['TPU_WORKER_HOSTNAMES'] == 'worker-0,worker-1'
+
+
+def test_two_slices_put_the_data_axis_across_them_and_only_gradients_cross(tiny_config):
+  """2 x v5e-16: libtpu's compile-only devices of two slices. The data axis runs slice after slice (JAX's hybrid
+  mesh: ICI within a slice, DCN across), the step compiles, and what crosses slices is the gradients' all-reduce."""
+  from albert_jax import sharding
+  config = tiny_config.copy_and_resolve_references()
+  config.train.batch_size = 64
+  topo = aot.topology('2xv5e-16')
+  devices = topo.compile_only_devices()
+  mesh = sharding.make_mesh(aot.on_slices(config, topo).mesh, devices)
+  assert dict(mesh.shape) == {'data': 32, 'fsdp': 1, 'model': 1}
+  assert [d.slice_index for d in mesh.devices[:, 0, 0]] == [0] * 16 + [1] * 16
+  out = aot.report(config, topo, mfu=0.4, devices=devices)
+  assert out['first'].fits and out['first'].per_shard == 2
+  params = count_params(aot.validate(config))['total']
+  assert out['dcn_bytes_per_step'] == 2 * (2 - 1) / 2 * 4 * params  # each slice sends and receives half of 2x
+  assert 'between slices (mesh.dcn_data=2)' in out['text']
+  config.mesh.dcn_data = 4
+  with pytest.raises(ConfigError, match='does not match 2xv5e-16'):
+    aot.report(config, topo, mfu=0.4, devices=devices)

@@ -73,10 +73,11 @@ def test_loss_falls_and_metrics_reach_tensorboard(single_device_run):
   assert sorted(int(p.name) for p in (workdir / 'checkpoints').iterdir() if p.name.isdigit()) == [3, 6]
 
 
-@pytest.mark.parametrize('mesh', [dict(data=8), dict(data=4, model=2), dict(data=2, fsdp=4)])
+@pytest.mark.parametrize('mesh', [dict(data=8), dict(data=4, model=2), dict(data=2, fsdp=4),
+                                  dict(dcn_data=2, data=2, fsdp=2)])  # two "slices" of 4 devices
 def test_sharded_trajectory_equals_single_device(mesh, single_device_run, tiny_config, tmp_path):
   config = small(tiny_config)
-  config.mesh.update({'data': 1, 'fsdp': 1, 'model': 1, **mesh})
+  config.mesh.update({'data': 1, 'fsdp': 1, 'model': 1, 'dcn_data': 1, **mesh})
   train.train_and_evaluate(config, tmp_path)
   np.testing.assert_allclose(losses(tmp_path, range(1, 7)), losses(single_device_run[0], range(1, 7)),
                              rtol=2e-5)
