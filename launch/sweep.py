@@ -262,6 +262,7 @@ def main(argv=None) -> None:
   for name in ('name', 'zone', 'project'):
     parser.add_argument(f'--{name}', help=f'--target=tpu: the pod\'s {name} (see launch/tpu.py)')
   parser.add_argument('--accelerator', default='v3-64')
+  parser.add_argument('--num_slices', '--num-slices', type=int, default=1, help='--target=tpu: slices of the pod')
   parser.add_argument('--tfds_data_dir')
   parser.add_argument('--poll_seconds', type=float, default=60)
   args, extra = parser.parse_known_args(sys.argv[1:] if argv is None else argv)

@@ -23,20 +23,12 @@ import subprocess
 import sys
 import time
 
+from albert_jax import accelerators
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 REMOTE_DIR = '$HOME/albert_jax'  # expanded by the remote shell; only our own fixed strings use it
 RUN_DIR = '$HOME/albert_run'
 CAPACITY = ('on-demand', 'preemptible', 'spot', 'reserved')
-
-
-def workers(accelerator: str) -> int:
-  """TPU VM hosts of a pod: 8 cores (4 chips) per host on v2, v3, v4 and v5p; 4 chips per host on v5e and v6e
-  slices larger than one host (8 chips share one host below that)."""
-  family, size = accelerator.rsplit('-', 1)
-  size = int(size)
-  if family in ('v2', 'v3', 'v4', 'v5p'):
-    return max(size // 8, 1)
-  return 1 if size <= 8 else size // 4
 
 
 class Gcloud:
@@ -45,6 +37,12 @@ class Gcloud:
 
   def __init__(self, args):
     self.args, self.dry_run = args, args.dry_run
+    self.slice = accelerators.tpu_slice(args.accelerator)
+
+  def nodes(self) -> list:
+    """The TPU VMs: the pod itself, or each slice of a multislice queued resource (NAME-0, NAME-1, ...)."""
+    a = self.args
+    return [a.name] if a.num_slices == 1 else [f'{a.name}-{i}' for i in range(a.num_slices)]
 
   def where(self) -> list:
     return [f'--zone={self.args.zone}'] + ([f'--project={self.args.project}'] if self.args.project else [])
@@ -61,9 +59,13 @@ class Gcloud:
       raise SystemExit(f'gcloud failed (exit {result.returncode}): {shlex.join(argv)}\n{result.stderr or ""}')
     return result
 
-  def ssh(self, command: str, worker='all') -> list:
-    return ['gcloud', 'compute', 'tpus', 'tpu-vm', 'ssh', self.args.name, *self.where(), f'--worker={worker}',
+  def ssh(self, command: str, worker='all', node=None) -> list:
+    return ['gcloud', 'compute', 'tpus', 'tpu-vm', 'ssh', node or self.args.name, *self.where(), f'--worker={worker}',
             f'--command={command}']
+
+  def on_every_worker(self, command: str, check: bool = True) -> None:
+    for node in self.nodes():
+      self.run(self.ssh(command, node=node), check=check)
 
 
 def create(g: Gcloud) -> None:
@@ -73,11 +75,14 @@ def create(g: Gcloud) -> None:
   if a.queued:  # waits in Cloud TPU's queue until the capacity exists, instead of failing at once
     if a.capacity == 'preemptible':
       capacity = ['--best-effort']
-    g.run(['gcloud', 'compute', 'tpus', 'queued-resources', 'create', a.name, f'--node-id={a.name}', *g.where(),
-           f'--accelerator-type={a.accelerator}', f'--runtime-version={a.version}', *capacity])
+    # Several slices can only be created together, as one queued resource of nodes NAME-0, NAME-1, ...
+    nodes = [f'--node-id={a.name}'] if a.num_slices == 1 else [f'--node-count={a.num_slices}',
+                                                                f'--node-prefix={a.name}']
+    g.run(['gcloud', 'compute', 'tpus', 'queued-resources', 'create', a.name, *nodes, *g.where(),
+           f'--accelerator-type={g.slice.cloud_name}', f'--runtime-version={a.version}', *capacity])
   else:
-    g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'create', a.name, *g.where(), f'--accelerator-type={a.accelerator}',
-           f'--version={a.version}', *capacity])
+    g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'create', a.name, *g.where(),
+           f'--accelerator-type={g.slice.cloud_name}', f'--version={a.version}', *capacity])
 
 
 def setup(g: Gcloud) -> None:
@@ -85,27 +90,30 @@ def setup(g: Gcloud) -> None:
   TensorFlow one: TFDS datasets made with `tfds build` are stored as TFRecord, which only TensorFlow reads."""
   archive = f'/tmp/albert_jax-{g.args.name}.tar.gz'
   g.run(['git', '-C', str(REPO), 'archive', '--format=tar.gz', f'--output={archive}', 'HEAD'])
-  g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'scp', archive, f'{g.args.name}:albert_jax.tar.gz', *g.where(),
-         '--worker=all'])
-  g.run(g.ssh(f'rm -rf {REMOTE_DIR} && mkdir -p {REMOTE_DIR} && tar xzf $HOME/albert_jax.tar.gz -C {REMOTE_DIR} && '
+  for node in g.nodes():
+    g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'scp', archive, f'{node}:albert_jax.tar.gz', *g.where(),
+           '--worker=all'])
+  g.on_every_worker(f'rm -rf {REMOTE_DIR} && mkdir -p {REMOTE_DIR} && tar xzf $HOME/albert_jax.tar.gz -C {REMOTE_DIR} && '
               f'python3 -m venv {REMOTE_DIR}/.venv && '
-              f'{REMOTE_DIR}/.venv/bin/pip install -q -e "{REMOTE_DIR}[tpu,tf]"'))
+              f'{REMOTE_DIR}/.venv/bin/pip install -q -e "{REMOTE_DIR}[tpu,tf]"')
 
 
 def stop(g: Gcloud) -> None:
   """Ends the training processes and frees the TPU: a process still holding /dev/accel* (v2-v4) or /dev/vfio
   (v5, v6) makes the next start fail on that worker."""
   # "[a]lbert" matches the training process but not this shell, whose own command line holds the pattern.
-  g.run(g.ssh('pkill -f "[a]lbert_jax.train" || true; '
-              'sudo lsof -t /dev/accel* /dev/vfio/* 2>/dev/null | xargs -r sudo kill -9 || true'))
+  g.on_every_worker('pkill -f "[a]lbert_jax.train" || true; '
+                    'sudo lsof -t /dev/accel* /dev/vfio/* 2>/dev/null | xargs -r sudo kill -9 || true')
 
 
 def train_command(args) -> str:
   """The remote shell line that starts training on one worker, detached. Every user-supplied string is quoted;
   the inner `bash -c` script is fixed text that runs its arguments as one command ("$0" "$@")."""
+  slices = [] if args.num_slices == 1 or any(o.startswith('--config.mesh.dcn_data') for o in args.overrides) \
+      else [f'--config.mesh.dcn_data={args.num_slices}']  # the data axis spans the slices
   argv = (['env', f'TFDS_DATA_DIR={args.tfds_data_dir}'] if args.tfds_data_dir else []) + [
       'python', '-m', 'albert_jax.train', f'--config={args.config}', f'--workdir={args.workdir}', '--distributed',
-      *args.overrides]
+      *slices, *args.overrides]
   quoted = ' '.join(f'"{REMOTE_DIR}/.venv/bin/python"' if x == 'python' else shlex.quote(x) for x in argv)
   script = f'"$0" "$@" > {RUN_DIR}/train.log 2>&1; echo $? > {RUN_DIR}/exit_code'
   return (f'mkdir -p {RUN_DIR} && cd {REMOTE_DIR} && rm -f {RUN_DIR}/exit_code && '
@@ -114,27 +122,30 @@ def train_command(args) -> str:
 
 def train(g: Gcloud) -> None:
   stop(g)
-  g.run(g.ssh(train_command(g.args)))
+  g.on_every_worker(train_command(g.args))
 
 
 def logs(g: Gcloud) -> None:
-  """Streams every worker's log into logs/NAME/worker-N.log; worker 0's also to the console. Ctrl-C stops."""
+  """Streams every worker's log into logs/NAME/worker-N.log (with several slices, NAME-S-worker-N.log); the first
+  worker's also to the console. Ctrl-C stops."""
   out_dir = pathlib.Path(g.args.log_dir) / g.args.name
   out_dir.mkdir(parents=True, exist_ok=True)
   streams = []
-  for worker in range(workers(g.args.accelerator)):
-    argv = g.ssh(f'tail -n +1 -F {RUN_DIR}/train.log', worker=worker)
+  for node, worker in ((node, worker) for node in g.nodes() for worker in range(g.slice.hosts)):
+    argv = g.ssh(f'tail -n +1 -F {RUN_DIR}/train.log', worker=worker, node=node)
     if g.dry_run:
       g.run(argv)
       continue
-    print(f'worker {worker} -> {out_dir}/worker-{worker}.log: {shlex.join(argv)}', flush=True)
-    with open(out_dir / f'worker-{worker}.log', 'a') as f:
+    name = f'worker-{worker}.log' if g.args.num_slices == 1 else f'{node}-worker-{worker}.log'
+    print(f'{node} worker {worker} -> {out_dir}/{name}: {shlex.join(argv)}', flush=True)
+    with open(out_dir / name, 'a') as f:
       streams.append(subprocess.Popen(argv, stdout=subprocess.PIPE if worker == 0 else f,
                                       stderr=subprocess.STDOUT, text=True))
   if not streams:
     return
   try:
-    with open(out_dir / 'worker-0.log', 'a') as f:
+    first = 'worker-0.log' if g.args.num_slices == 1 else f'{g.nodes()[0]}-worker-0.log'
+    with open(out_dir / first, 'a') as f:
       for line in streams[0].stdout:
         f.write(line)
         f.flush()
@@ -150,10 +161,11 @@ def status(g: Gcloud) -> None:
   a = g.args
   if a.queued:
     g.run(['gcloud', 'compute', 'tpus', 'queued-resources', 'describe', a.name, *g.where()], check=False)
-  g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'describe', a.name, *g.where(),
-         '--format=value(state,health,acceleratorType)'], check=False)
-  g.run(g.ssh(f'echo "$(hostname): exit code $(cat {RUN_DIR}/exit_code 2>/dev/null || echo -), '
-              f'$(tail -n 1 {RUN_DIR}/train.log 2>/dev/null)"'), check=False)
+  for node in g.nodes():
+    g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'describe', node, *g.where(),
+           '--format=value(state,health,acceleratorType)'], check=False)
+  g.on_every_worker(f'echo "$(hostname): exit code $(cat {RUN_DIR}/exit_code 2>/dev/null || echo -), '
+                    f'$(tail -n 1 {RUN_DIR}/train.log 2>/dev/null)"', check=False)
 
 
 def delete(g: Gcloud) -> None:
@@ -166,15 +178,20 @@ def delete(g: Gcloud) -> None:
 
 
 def pod_state(g: Gcloud) -> str:
-  """READY, CREATING, PREEMPTED, TERMINATED, ... or MISSING."""
-  result = g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'describe', g.args.name, *g.where(),
-                  '--format=value(state)'], check=False, capture=True)
-  return (result.stdout.strip() or 'MISSING') if result.returncode == 0 else 'MISSING'
+  """READY, CREATING, PREEMPTED, TERMINATED, ... or MISSING; with several slices, the first that is not READY
+  (one preempted slice stops the whole job)."""
+  states = []
+  for node in g.nodes():
+    result = g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'describe', node, *g.where(), '--format=value(state)'],
+                   check=False, capture=True)
+    states.append((result.stdout.strip() or 'MISSING') if result.returncode == 0 else 'MISSING')
+  return next((state for state in states if state != 'READY'), 'READY')
 
 
 def exit_code(g: Gcloud):
   """Worker 0's training exit code, or None while it runs (or before it started)."""
-  result = g.run(g.ssh(f'cat {RUN_DIR}/exit_code 2>/dev/null || true', worker=0), check=False, capture=True)
+  result = g.run(g.ssh(f'cat {RUN_DIR}/exit_code 2>/dev/null || true', worker=0, node=g.nodes()[0]), check=False,
+                 capture=True)
   text = result.stdout.strip()
   return int(text) if text.lstrip('-').isdigit() else None
 
@@ -221,10 +238,16 @@ def parse(argv: list) -> argparse.Namespace:
   parser.add_argument('--name', required=True, help='TPU VM (and queued resource) name')
   parser.add_argument('--zone', required=True, help='e.g. europe-west4-a (v3 pods) or us-central2-b (v4)')
   parser.add_argument('--project', help='defaults to gcloud config')
-  parser.add_argument('--accelerator', default='v3-64', help='accelerator type: v3-8 ... v3-1024, v4-128, ...')
-  parser.add_argument('--version', default='tpu-ubuntu2204-base', help='TPU VM runtime version')
+  parser.add_argument('--accelerator', default='v3-64', help='accelerator type of one slice: v3-8 ... v3-1024, '
+                      'v4-128, v5litepod-256 (or v5e-256), v5p-128, v6e-256')
+  parser.add_argument('--version', help='TPU VM runtime version (default: the one Cloud TPU gives for JAX on this '
+                      'generation)')
+  parser.add_argument('--num_slices', '--num-slices', type=int, default=1,
+                      help='slices joined over the data-center network (multislice; v4 and later): created together '
+                      'as one queued resource, nodes NAME-0, NAME-1, ...; every command acts on all of them')
   parser.add_argument('--capacity', choices=CAPACITY, default='on-demand')
-  parser.add_argument('--queued', action='store_true', help='create through queued resources (waits for capacity)')
+  parser.add_argument('--queued', action='store_true', help='create through queued resources (waits for capacity; '
+                      'always with several slices)')
   parser.add_argument('--config', default='configs/base.py', help='config file, relative to the repository')
   parser.add_argument('--workdir', help='gs:// directory for checkpoints and TensorBoard files')
   parser.add_argument('--tfds_data_dir', help='gs:// TFDS data directory, set as TFDS_DATA_DIR on the workers')
@@ -236,9 +259,19 @@ def parse(argv: list) -> argparse.Namespace:
                       help='print the gcloud command lines and run nothing')
   args = parser.parse_args(argv)
   args.overrides = overrides
+  try:
+    tpu = accelerators.tpu_slice(args.accelerator)
+  except ValueError as e:
+    parser.error(str(e))
+  args.version = args.version or tpu.generation.runtime
+  if args.num_slices < 1 or (args.num_slices > 1 and not tpu.generation.multislice):
+    parser.error(f'--num_slices {args.num_slices}: {tpu.generation.name} slices cannot be joined (multislice is v4 '
+                 f'and later)' if args.num_slices > 1 else '--num_slices must be positive')
+  if args.num_slices > 1:
+    args.queued = True  # Cloud TPU creates several slices only as one queued resource
   if args.command in ('train', 'babysit') and not args.workdir:
     parser.error(f'{args.command} needs --workdir (a gs:// path every worker can reach)')
-  if args.workdir and not args.workdir.startswith('gs://') and workers(args.accelerator) > 1:
+  if args.workdir and not args.workdir.startswith('gs://') and tpu.hosts * args.num_slices > 1:
     parser.error(f'--workdir {args.workdir}: a pod with several workers needs a shared gs:// workdir')
   return args
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from albert_jax import accelerators
 from conftest import ROOT
 from launch import tpu
 
@@ -140,7 +141,50 @@ def test_logs_stream_every_worker(tmp_path):
 
 
 def test_workers_per_pod():
-  assert [tpu.workers(a) for a in ('v3-8', 'v3-64', 'v3-1024', 'v4-128', 'v5e-8', 'v5e-256')] == [1, 8, 128, 16, 1, 64]
+  names = ('v3-8', 'v3-64', 'v3-1024', 'v4-128', 'v5e-8', 'v5litepod-256', 'v5p-8', 'v5p-128', 'v6e-8', 'v6e-256')
+  assert [accelerators.tpu_slice(a).hosts for a in names] == [1, 8, 128, 16, 1, 64, 1, 16, 1, 64]
+
+
+@pytest.mark.parametrize('accelerator, gcloud_name, runtime', [
+    # Cloud TPU's software versions for JAX (cloud.google.com/tpu/docs/runtimes); v5e is named v5litepod there.
+    ('v4-128', 'v4-128', 'tpu-ubuntu2204-base'), ('v5e-256', 'v5litepod-256', 'v2-alpha-tpuv5-lite'),
+    ('v5p-128', 'v5p-128', 'v2-alpha-tpuv5'), ('v6e-256', 'v6e-256', 'v2-alpha-tpuv6e')])
+def test_create_on_every_generation_dry_runs(accelerator, gcloud_name, runtime):
+  assert dry_run('create', *COMMON, f'--accelerator={accelerator}') == [
+      f'gcloud compute tpus tpu-vm create albert --zone=europe-west4-a --accelerator-type={gcloud_name} '
+      f'--version={runtime}']
+  assert dry_run('create', *COMMON, f'--accelerator={accelerator}', '--queued', '--capacity=spot') == [
+      f'gcloud compute tpus queued-resources create albert --node-id=albert --zone=europe-west4-a '
+      f'--accelerator-type={gcloud_name} --runtime-version={runtime} --spot']
+  assert dry_run('create', *COMMON, f'--accelerator={accelerator}', '--version=v2-alpha-tpuv6e-custom')[0].endswith(
+      '--version=v2-alpha-tpuv6e-custom')
+
+
+def test_two_slices_are_created_together_and_every_command_reaches_both():
+  slices = [*COMMON, '--accelerator=v5litepod-256', '--num_slices=2']
+  assert dry_run('create', *slices) == [
+      'gcloud compute tpus queued-resources create albert --node-count=2 --node-prefix=albert --zone=europe-west4-a '
+      '--accelerator-type=v5litepod-256 --runtime-version=v2-alpha-tpuv5-lite']
+  train = dry_run('train', *slices, *RUN, '--', '--config.model.remat=full')[::2]
+  assert [line.split()[5] for line in train] == ['albert-0', 'albert-1', 'albert-0', 'albert-1']  # stop, then start
+  assert all('--worker=all' in line for line in train)
+  assert '--distributed --config.mesh.dcn_data=2 --config.model.remat=full' in train[2] and train[2][-60:] == \
+      train[3][-60:]
+  logs = dry_run('logs', *slices, '--log_dir=/tmp/albert_logs')[::2]
+  assert len(logs) == 128 and logs[64].split()[5:8] == ['albert-1', '--zone=europe-west4-a', '--worker=0']
+  assert dry_run('delete', *slices) == [
+      'gcloud compute tpus queued-resources delete albert --zone=europe-west4-a --force --quiet']
+  status = dry_run('status', *slices)
+  assert sum('tpu-vm describe albert-' in line for line in status) == 2
+
+
+def test_slices_that_cannot_be_joined_are_refused():
+  out = subprocess.run([sys.executable, '-m', 'launch.tpu', 'create', '--dry-run', *COMMON, '--accelerator=v3-64',
+                        '--num_slices=2'], cwd=ROOT, capture_output=True, text=True)
+  assert out.returncode == 2 and 'v3 slices cannot be joined (multislice is v4 and later)' in out.stderr
+  out = subprocess.run([sys.executable, '-m', 'launch.tpu', 'create', '--dry-run', *COMMON, '--accelerator=v5p-96'],
+                       cwd=ROOT, capture_output=True, text=True)
+  assert out.returncode == 2 and 'v5p-96: the size must be a power of two' in out.stderr
 
 
 def test_bad_arguments_are_refused_before_any_gcloud_call(gcloud):
