@@ -242,12 +242,13 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
   elif largest_batch and best:
     lines.append(f'  largest batch that fits with remat {best.remat}: {best.batch_size}')
   return {'text': '\n'.join(lines), 'first': first, 'tries': tries, 'best': best, 'suggestion': suggestion,
-          'flops_per_step': flops, 'step_seconds': step_seconds, 'dcn_bytes_per_step': dcn_bytes}
+          'flops_per_step': flops, 'step_seconds': step_seconds, 'num_steps': config.train.num_steps,
+          'dcn_bytes_per_step': dcn_bytes}
 
 
 def markdown_header(mfu: float) -> str:
-  return ('| config | pod | batch per core | peak per core as configured | fits | what fits | peak then | '
-          f's/step at {mfu:.0%} MFU |\n|---|---|---|---|---|---|---|---|')
+  return ('| config | pod | batch per device | peak per device as configured | fits | what fits | peak then | '
+          f's/step at {mfu:.0%} MFU | hours for the run |\n|---|---|---|---|---|---|---|---|---|')
 
 
 def markdown_row(config_name: str, topo: Topology, out: dict) -> str:
@@ -256,7 +257,7 @@ def markdown_row(config_name: str, topo: Topology, out: dict) -> str:
   fix = 'as configured' if first.fits else (out['suggestion'].replace('--config.', '') if best else 'nothing tried')
   then = gib(first.peak if first.fits else best.peak if best else None)
   return (f'| {config_name} | {topo.name} | {first.per_shard} | {peak} | {"yes" if first.fits else "no"} | {fix} | '
-          f'{then} | {out["step_seconds"]:.2f} |')
+          f'{then} | {out["step_seconds"]:.2f} | {out["step_seconds"] * out["num_steps"] / 3600:.1f} |')
 
 
 def main(argv):

@@ -84,6 +84,10 @@ def test_flops_and_step_time_estimate(tiny_config):
   # 61.5 TFLOP/s per v3 core (half of a 123 TFLOP/s chip) x 8 cores at 50%
   assert math.isclose(out['step_seconds'], out['flops_per_step'] / (8 * 61.5e12 * 0.5))
   assert 'fits, peak' in out['text']
+  row = aot.markdown_row('tiny', aot.topology('v3-8'), out)  # the run's hours beside the step time
+  assert row.startswith('| tiny | v3-8 | 8 | ') and row.endswith(
+      f'| {out["step_seconds"]:.2f} | {out["step_seconds"] * config.train.num_steps / 3600:.1f} |')
+  assert aot.markdown_header(0.5).count('|') == 2 * row.count('|')  # header and separator: as many columns
 
 
 def test_training_stops_before_reading_data_when_the_step_does_not_fit(tiny_config, tmp_path, monkeypatch):
