@@ -93,9 +93,9 @@ def setup(g: Gcloud) -> None:
   for node in g.nodes():
     g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'scp', archive, f'{node}:albert_jax.tar.gz', *g.where(),
            '--worker=all'])
-  g.on_every_worker(f'rm -rf {REMOTE_DIR} && mkdir -p {REMOTE_DIR} && tar xzf $HOME/albert_jax.tar.gz -C {REMOTE_DIR} && '
-              f'python3 -m venv {REMOTE_DIR}/.venv && '
-              f'{REMOTE_DIR}/.venv/bin/pip install -q -e "{REMOTE_DIR}[tpu,tf]"')
+  g.on_every_worker(f'rm -rf {REMOTE_DIR} && mkdir -p {REMOTE_DIR} && '
+                    f'tar xzf $HOME/albert_jax.tar.gz -C {REMOTE_DIR} && python3 -m venv {REMOTE_DIR}/.venv && '
+                    f'{REMOTE_DIR}/.venv/bin/pip install -q -e "{REMOTE_DIR}[tpu,tf]"')
 
 
 def stop(g: Gcloud) -> None:

@@ -41,9 +41,10 @@ def builtin_tokenizer(tiny_config):
 
 
 class GcsServer:
-  """A real Cloud Storage server (gcp-storage-emulator, in memory; tests/gcs_emulator.py) on 127.0.0.1, and the environment that points
-  every client albert_jax uses at it: gcsfs (epath), tensorstore (orbax's arrays), google-cloud-storage (orbax's
-  bucket lookup) and array_record. The code under test has no branch for it: only this environment differs."""
+  """A real Cloud Storage server (gcp-storage-emulator, in memory; tests/gcs_emulator.py) on 127.0.0.1, and the
+  environment that points every client albert_jax uses at it: gcsfs (epath), tensorstore (orbax's arrays),
+  google-cloud-storage (orbax's bucket lookup) and array_record. The code under test has no branch for it: only
+  this environment differs."""
 
   def __init__(self, port: int):
     import subprocess
