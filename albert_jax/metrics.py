@@ -12,6 +12,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from albert_jax import accelerators, paths
 
+
 def measured_matmul_flops(size: int = 1024, repeats: int = 5) -> float:
   """FLOP/s of a float32 matmul on the default device: the peak we compare CPUs with."""
   x = jnp.ones((size, size), jnp.float32)
