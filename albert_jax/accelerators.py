@@ -24,6 +24,7 @@ class TpuGeneration:
   chip_config: Optional[str]  # libtpu's compile-only chip config ('megacore': one device per 2-core chip)
   runtime: str  # TPU VM software version for JAX
   multislice: bool  # slices can be joined over the data-center network
+  smallest: int  # the smallest slice Cloud TPU sells, as its name counts (v4-8: 4 chips; v5litepod-1: 1 chip)
   chips_per_host: int = 4  # TPU VM hosts of a multi-host slice
 
 
@@ -32,23 +33,24 @@ class TpuGeneration:
 # JAX reports them (jax/_src/mesh_utils.py, tpu_info.py; v5p says 'TPU v5' on a TPU VM, 'TPU v5p' on Pathways);
 # 4 chips per TPU VM host in multi-host slices (libtpu's topologies, MaxText's accelerator_to_spec_map.py; a v5e
 # or v6e slice of 8 chips or fewer is one VM); multislice from v4 on (cloud.google.com/tpu/docs/multislice-
-# introduction).
+# introduction); slice shapes sold (cloud.google.com/tpu/docs/supported-tpu-configurations): from 2x2x1 chips
+# (-8) on v4 and v5p, from one chip on v5e and v6e, then 2x2 and 2x4 (no 2-chip slice).
 TPU_GENERATIONS = (
     # v2: 46 TFLOP/s and 16 GiB per chip (jax tpu_info.py: the docs give no figures); 2 cores per chip.
-    TpuGeneration('v2', 'v2', ('TPU v2',), 23e12, 8 * GIB, 2, True, 2, None, 'tpu-ubuntu2204-base', False),
+    TpuGeneration('v2', 'v2', ('TPU v2',), 23e12, 8 * GIB, 2, True, 2, None, 'tpu-ubuntu2204-base', False, 8),
     # v3: 123 TFLOP/s and 32 GiB per chip (docs), 2 cores per chip.
-    TpuGeneration('v3', 'v3', ('TPU v3',), 61.5e12, 16 * GIB, 2, True, 2, None, 'tpu-ubuntu2204-base', False),
+    TpuGeneration('v3', 'v3', ('TPU v3',), 61.5e12, 16 * GIB, 2, True, 2, None, 'tpu-ubuntu2204-base', False, 8),
     # v4: 275 TFLOP/s and 32 GiB per chip (docs), megacore.
-    TpuGeneration('v4', 'v4', ('TPU v4',), 275e12, 32 * GIB, 1, True, 3, 'megacore', 'tpu-ubuntu2204-base', True),
+    TpuGeneration('v4', 'v4', ('TPU v4',), 275e12, 32 * GIB, 1, True, 3, 'megacore', 'tpu-ubuntu2204-base', True, 8),
     # v5e: 197 TFLOP/s and 16 GiB per chip (docs), 1 core.
     TpuGeneration('v5e', 'v5litepod', ('TPU v5 lite', 'TPU v5e'), 197e12, 16 * GIB, 1, False, 2, None,
-                  'v2-alpha-tpuv5-lite', True),
+                  'v2-alpha-tpuv5-lite', True, 1),
     # v5p: 459 TFLOP/s and 95 GiB per chip (docs; tpu_info says 96), megacore.
     TpuGeneration('v5p', 'v5p', ('TPU v5', 'TPU v5p'), 459e12, 95 * GIB, 1, True, 3, 'megacore', 'v2-alpha-tpuv5',
-                  True),
+                  True, 8),
     # v6e (Trillium): 918 TFLOP/s and 32 GiB per chip (docs), 1 core.
     TpuGeneration('v6e', 'v6e', ('TPU v6 lite', 'TPU v6e'), 918e12, 32 * GIB, 1, False, 2, None, 'v2-alpha-tpuv6e',
-                  True),
+                  True, 1),
 )
 
 # GPUs report their CUDA name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3'); the first matching prefix counts, so the
@@ -87,6 +89,13 @@ class Slice:
     if not self.generation.name_counts_cores and self.chips <= 8:
       return 1
     return max(self.chips // self.generation.chips_per_host, 1)
+
+  def smaller(self) -> Optional['Slice']:
+    """The next smaller slice of this generation that Cloud TPU sells, if any."""
+    size = self.size // 2
+    if size == 2 and self.generation.smallest == 1:  # v5e and v6e: 1, 4, 8, ... chips
+      size = 1
+    return tpu_slice(f'{self.generation.name}-{size}') if size >= self.generation.smallest else None
 
 
 def tpu_slice(name: str) -> Slice:

@@ -3,11 +3,14 @@ TPU topology on a machine without TPUs, with libtpu's compile-only devices (the 
 
   python -m albert_jax.aot --config=configs/xxlarge.py --topology=v3-512 [--config.model.remat=full] [--mfu=0.4]
   python -m albert_jax.aot --config=configs/base.py --topology=v3-64,v3-128 --format=markdown   # table rows
+  python -m albert_jax.aot --config=configs/large.py --topology=v6e-256 --smallest   # and the smallest v6e slice
 
 Reports per-device memory (parameters, optimizer state, batch, temporaries, peak) against the device's HBM, whether
 it fits, the analytic FLOPs per step and the step time they imply at a stated MFU. When it does not fit it looks
 for a remat policy that fits, else the largest per-device batch that does; --largest_batch looks for the largest
-batch even when the configured one fits. Each try is one compile (seconds to a minute).
+batch even when the configured one fits; --smallest walks down from each slice to the smallest one of its generation
+that still fits the configured batch. Over several slices (2xv5e-256) it reports what the compiled step sends over
+the data-center network. Each try is one compile (seconds to a minute).
 """
 import dataclasses
 import math
@@ -38,12 +41,15 @@ class Topology:
   devices: int  # in all slices
   hbm_bytes: int  # per JAX device
   num_slices: int = 1
+  slice: Optional[accelerators.Slice] = None  # one of them
 
   def compile_only_devices(self):
     from jax.experimental import topologies
     kwargs = {'chip_config_name': self.chip_config} if self.chip_config else {}
     if self.num_slices > 1:
       kwargs['num_slices'] = self.num_slices
+    if self.slice and self.slice.chips == 1:  # libtpu's default host of 2x2 chips does not divide a 1x1 grid
+      kwargs['chips_per_host_bounds'] = [1, 1, 1]
     try:
       return topologies.get_topology_desc(topology_name=self.chip_grid, platform='tpu', **kwargs).devices
     except (RuntimeError, ValueError) as e:
@@ -74,7 +80,7 @@ def topology(name: str) -> Topology:
   one_name = f'{generation.name}-{tpu.size}'
   return Topology(one_name if num_slices == 1 else f'{num_slices}x{one_name}',
                   f'{generation.name}:{"x".join(map(str, grid))}', generation.chip_config,
-                  tpu.devices * num_slices, generation.hbm_bytes, num_slices)
+                  tpu.devices * num_slices, generation.hbm_bytes, num_slices, tpu)
 
 
 class OutOfMemory(Exception):
@@ -98,6 +104,20 @@ def compile_train_step(program: step_lib.Program, state, batch, mesh):
     raise
 
 
+# XLA's TPU compiler lowers the part of a collective that crosses slices to host transfers handled by its
+# "megascale" runtime over the data-center network: one send per device and transfer, its shape that device's share.
+_DCN_SEND = re.compile(r'= \(([a-z]+[0-9]*)\[([0-9,]*)\][^\n]* send\([^\n]*xla_megascale_runtime')
+_BYTES_PER_ELEMENT = {'pred': 1, 's8': 1, 'u8': 1, 'bf16': 2, 'f16': 2, 's16': 2, 'f32': 4, 's32': 4, 'u32': 4,
+                      'f64': 8, 's64': 8, 'u64': 8}
+
+
+def cross_slice_bytes(compiled_text: str, devices_per_slice: int) -> int:
+  """Bytes one slice sends over the data-center network per step, read from the compiled program's transfers
+  (shapes include the TPU's tile padding, so a model of small dimensions reads high)."""
+  return devices_per_slice * sum(_BYTES_PER_ELEMENT[dtype] * math.prod(int(d) for d in dims.split(',') if d)
+                                 for dtype, dims in _DCN_SEND.findall(compiled_text))
+
+
 def per_device_bytes(abstract_tree) -> int:
   """Bytes of one device's shards of a tree of ShapeDtypeStructs with shardings (the largest shard counts)."""
   return sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(abstract_tree))
@@ -116,6 +136,7 @@ class Check:
   temporaries: Optional[int]  # bytes; None when the compiler gave up (then `required` is what it needed)
   peak: Optional[int]
   required: Optional[float] = None
+  dcn_bytes: Optional[int] = None  # sent by one slice per step, over several slices
 
 
 def check(config, topo: Topology, devices=None) -> Check:
@@ -135,7 +156,9 @@ def check(config, topo: Topology, devices=None) -> Check:
   except OutOfMemory as e:
     return Check(fits=False, temporaries=None, peak=None, required=e.required, **sizes)
   memory = compiled.memory_analysis()
-  return Check(fits=True, temporaries=memory.temp_size_in_bytes, peak=memory.peak_memory_in_bytes, **sizes)
+  dcn = cross_slice_bytes(compiled.as_text(), topo.devices // topo.num_slices) if topo.num_slices > 1 else None
+  return Check(fits=True, temporaries=memory.temp_size_in_bytes, peak=memory.peak_memory_in_bytes, dcn_bytes=dcn,
+               **sizes)
 
 
 def with_overrides(config, batch_size: int, remat: str):
@@ -177,6 +200,26 @@ def suggest(config, topo: Topology, devices, first: Check, largest_batch: bool) 
   return tries
 
 
+def smallest_slice(config, topo: Topology, fitting: Check):
+  """The smallest slice of `topo`'s generation that fits the configured batch, and its check: halving while the
+  step fits with full remat, then on the last that does, the first policy that fits, from the one that fitted on
+  `topo` (a smaller slice holds more of the batch per device, so it needs at least as strong a policy)."""
+  smallest, found = topo, fitting
+  candidate = topo.slice.smaller()
+  while candidate:
+    smaller = topology(candidate.cloud_name)
+    full = check(with_overrides(config, config.train.batch_size, REMAT_BY_MEMORY[-1]), smaller)
+    if not full.fits:
+      break
+    smallest, found, candidate = smaller, full, candidate.smaller()
+  if smallest is not topo:
+    for policy in REMAT_BY_MEMORY[REMAT_BY_MEMORY.index(fitting.remat):-1]:
+      weaker = check(with_overrides(config, config.train.batch_size, policy), smallest)
+      if weaker.fits:
+        return smallest, weaker
+  return smallest, found
+
+
 def gib(n) -> str:
   return '?' if n is None else f'{n / GIB:.2f} GiB'
 
@@ -203,7 +246,11 @@ def on_slices(config, topo: Topology):
   return config
 
 
-def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devices=None) -> dict:
+def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devices=None,
+           smallest: bool = False) -> dict:
+  if smallest and topo.num_slices > 1:
+    raise ConfigError(f'--smallest looks for the smallest single slice: give one slice ({topo.slice.cloud_name}), '
+                      f'not {topo.name}.')
   devices = devices if devices is not None else topo.compile_only_devices()
   config = on_slices(config, topo)
   first = check(config, topo, devices)
@@ -223,16 +270,18 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
            f'  {flops:.3g} FLOPs per step (analytic), {flops / topo.devices:.3g} per device; at {mfu:.0%} MFU of '
            f'{peak_flops / 1e12:g} TFLOP/s: {step_seconds:.3g} s/step, {config.train.num_steps:,} steps in '
            f'{metrics.format_eta(step_seconds * config.train.num_steps)}']
-  dcn_bytes = None
-  if topo.num_slices > 1:  # a ring all-reduce of the float32 gradients over the slices; nothing else crosses
-    slices = topo.num_slices
-    dcn_bytes = 2 * (slices - 1) / slices * 4 * count_params(model_config)['total']
-    lines.append(f'  between slices (mesh.dcn_data={slices}): the gradients\' all-reduce, {dcn_bytes / 1e9:.2f} GB '
-                 f'sent and received per slice per step, {dcn_bytes / step_seconds / 1e9:.2f} GB/s at that step time')
   for t in tries:
     lines.append('  try ' + describe(t, topo))
   fitting = [t for t in tries if t.fits]
   best = max(fitting, key=lambda t: t.batch_size) if fitting else None
+  at_batch = first if first.fits else best if best and best.batch_size == first.batch_size else None
+  dcn_bytes = at_batch.dcn_bytes if at_batch else None
+  if dcn_bytes is not None:  # data parallelism over slices: what crosses them should be the fp32 gradients
+    gradients = 4 * count_params(model_config)['total']
+    ratio, rate = dcn_bytes / gradients, dcn_bytes / step_seconds
+    lines.append(f'  between slices (mesh.dcn_data={topo.num_slices}, remat {at_batch.remat}): the compiled step '
+                 f'sends {dcn_bytes / 1e9:.3g} GB per slice per step over the data-center network ({ratio:.2f} x '
+                 f'the {gradients / 1e9:.3g} GB of fp32 gradients), {rate / 1e9:.3g} GB/s at that step time')
   suggestion = None
   if not first.fits:
     suggestion = (f'--config.model.remat={best.remat}' +
@@ -241,23 +290,43 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
     lines.append(f'  suggestion: {suggestion}')
   elif largest_batch and best:
     lines.append(f'  largest batch that fits with remat {best.remat}: {best.batch_size}')
+  smallest_found = None
+  if smallest:
+    if at_batch is None:
+      lines.append(f'  no {topo.slice.generation.name} slice up to {topo.name} fits batch {first.batch_size}')
+    else:
+      slice_, found = smallest_slice(config, topo, at_batch)
+      seconds = step_seconds * topo.devices / slice_.devices
+      smallest_found = (slice_, found, seconds)
+      lines.append(f'  smallest {topo.slice.generation.name} slice that fits batch {found.batch_size}: {slice_.name}, '
+                   f'{describe(found, slice_)}; {seconds:.3g} s/step, {config.train.num_steps:,} steps in '
+                   f'{metrics.format_eta(seconds * config.train.num_steps)}')
   return {'text': '\n'.join(lines), 'first': first, 'tries': tries, 'best': best, 'suggestion': suggestion,
           'flops_per_step': flops, 'step_seconds': step_seconds, 'num_steps': config.train.num_steps,
-          'dcn_bytes_per_step': dcn_bytes}
+          'dcn_bytes_per_step': dcn_bytes, 'smallest': smallest_found}
 
 
-def markdown_header(mfu: float) -> str:
-  return ('| config | pod | batch per device | peak per device as configured | fits | what fits | peak then | '
-          f's/step at {mfu:.0%} MFU | hours for the run |\n|---|---|---|---|---|---|---|---|---|')
+def markdown_header(mfu: float, smallest: bool = False) -> str:
+  columns = ['config', 'pod', 'batch per device', 'peak per device as configured', 'fits', 'what fits', 'peak then',
+             f's/step at {mfu:.0%} MFU', 'hours for the run']
+  columns += ['smallest slice that fits: setting, peak, hours'] if smallest else []
+  return '| ' + ' | '.join(columns) + ' |\n|' + '---|' * len(columns)
 
 
-def markdown_row(config_name: str, topo: Topology, out: dict) -> str:
+def markdown_row(config_name: str, topo: Topology, out: dict, smallest: bool = False) -> str:
   first, best = out['first'], out['best']
   peak = gib(first.peak) if first.fits else f'needs {gib(first.required)} + state'
   fix = 'as configured' if first.fits else (out['suggestion'].replace('--config.', '') if best else 'nothing tried')
   then = gib(first.peak if first.fits else best.peak if best else None)
-  return (f'| {config_name} | {topo.name} | {first.per_shard} | {peak} | {"yes" if first.fits else "no"} | {fix} | '
-          f'{then} | {out["step_seconds"]:.2f} | {out["step_seconds"] * out["num_steps"] / 3600:.1f} |')
+  row = (f'| {config_name} | {topo.name} | {first.per_shard} | {peak} | {"yes" if first.fits else "no"} | {fix} | '
+         f'{then} | {out["step_seconds"]:.2f} | {out["step_seconds"] * out["num_steps"] / 3600:.1f} |')
+  if smallest and out['smallest']:
+    slice_, found, seconds = out['smallest']
+    row += (f' {slice_.name}: {"remat=" + found.remat if found.remat != first.remat else "as configured"}, '
+            f'{gib(found.peak)}, {seconds * out["num_steps"] / 3600:.1f} h |')
+  elif smallest:
+    row += ' none at this batch |'
+  return row
 
 
 def main(argv):
@@ -267,10 +336,10 @@ def main(argv):
   os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')
   name = os.path.splitext(os.path.basename(config_flags.get_config_filename(flags.FLAGS['config'])))[0]
   if _FORMAT.value == 'markdown':
-    print(markdown_header(_MFU.value))
+    print(markdown_header(_MFU.value, _SMALLEST.value))
   for topo in [topology(t) for t in _TOPOLOGY.value.split(',')]:  # every name is checked before any compile
-    out = report(_CONFIG.value, topo, _MFU.value, _LARGEST_BATCH.value)
-    print(markdown_row(name, topo, out) if _FORMAT.value == 'markdown' else out['text'], flush=True)
+    out = report(_CONFIG.value, topo, _MFU.value, _LARGEST_BATCH.value, smallest=_SMALLEST.value)
+    print(markdown_row(name, topo, out, _SMALLEST.value) if _FORMAT.value == 'markdown' else out['text'], flush=True)
 
 
 if __name__ == '__main__':
@@ -280,5 +349,7 @@ if __name__ == '__main__':
   _FORMAT = flags.DEFINE_enum('format', 'text', ['text', 'markdown'], 'A report, or one markdown table row per pod.')
   _MFU = flags.DEFINE_float('mfu', 0.4, 'Model FLOPs utilization assumed for the step-time estimate.')
   _LARGEST_BATCH = flags.DEFINE_bool('largest_batch', False, 'Also search for the largest batch that fits.')
+  _SMALLEST = flags.DEFINE_bool('smallest', False, 'Also find the smallest slice of each topology\'s generation '
+                                'that fits the configured batch, walking down from it.')
   flags.mark_flags_as_required(['config', 'topology'])
   run_cli(main)
