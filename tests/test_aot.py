@@ -110,7 +110,7 @@ def test_smallest_slice_is_where_halving_stops_fitting(tiny_config):
   smallest, found, seconds = out['smallest']
   assert smallest.name == 'v5e-4' and found.fits and found.peak <= smallest.hbm_bytes and found.per_shard == 16384
   assert 'smallest v5e slice that fits batch 65536: v5e-4' in out['text']
-  weaker = aot.REMAT_BY_MEMORY[aot.REMAT_BY_MEMORY.index(found.remat) - 1]  # none needs 4x what fits 4,096/chip
+  weaker = aot.REMAT_BY_MEMORY[aot.REMAT_BY_MEMORY.index(found.remat) - 1]  # the next weaker policy: too much
   assert found.remat != 'none' and not aot.check(aot.with_overrides(config, 65536, weaker), smallest).fits
   assert math.isclose(seconds, out['step_seconds'] * 4)  # a quarter of the chips
   row = aot.markdown_row('tiny', topo, out, smallest=True)
