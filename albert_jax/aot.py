@@ -105,7 +105,8 @@ def compile_train_step(program: step_lib.Program, state, batch, mesh):
 
 
 # XLA's TPU compiler lowers the part of a collective that crosses slices to host transfers handled by its
-# "megascale" runtime over the data-center network: one send per device and transfer, its shape that device's share.
+# "megascale" runtime over the data-center network: one send per device and transfer, its shape what that device
+# sends (a 1/N share of a large gradient; small ones, packed together, go whole from every device).
 _DCN_SEND = re.compile(r'= \(([a-z]+[0-9]*)\[([0-9,]*)\][^\n]* send\([^\n]*xla_megascale_runtime')
 _BYTES_PER_ELEMENT = {'pred': 1, 's8': 1, 'u8': 1, 'bf16': 2, 'f16': 2, 's16': 2, 'f32': 4, 's32': 4, 'u32': 4,
                       'f64': 8, 's64': 8, 'u64': 8}

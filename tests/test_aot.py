@@ -161,8 +161,9 @@ def test_libtpu_is_left_alone_on_a_tpu_vm_and_user_settings_are_kept(monkeypatch
 def test_two_slices_put_the_data_axis_across_them_and_only_gradients_cross(tiny_config):
   """2 x v5e-16: libtpu's compile-only devices of two slices. The data axis runs slice after slice (JAX's hybrid
   mesh: ICI within a slice, DCN across), the step compiles, and what the compiled program sends between slices is
-  the fp32 gradients: at least their bytes (each must be summed over both slices) and under 10% more (tile padding
-  of the small arrays, the tied embedding's two gradient terms); activations would be far more."""
+  the fp32 gradients: at least their bytes (each must be summed over both slices) and under 10% more (the small
+  arrays sent whole by every device, their tile padding, the tied embedding's two gradient terms); activations
+  would be far more."""
   from albert_jax import sharding
   config = tiny_config.copy_and_resolve_references()
   config.train.batch_size = 64
