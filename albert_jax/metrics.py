@@ -90,6 +90,10 @@ def held_out_line(metrics: dict) -> str:
   commoner label scores) and its count."""
   parts = [f'mlm_accuracy {metrics["eval_mlm_accuracy"]:.4f} (n {metrics["eval_mlm_count"]:,})',
            f'mlm_loss {metrics["eval_mlm_loss"]:.4f}']
+  for key in metrics:  # with several sources, each one's
+    if key.endswith('_mlm_accuracy') and key != 'eval_mlm_accuracy':
+      label = key[len('eval_'):-len('_mlm_accuracy')]
+      parts.append(f'{label} {metrics[key]:.4f} (n {metrics[f"eval_{label}_mlm_count"]:,})')
   for name in ('sop', 'swap', 'random'):
     if f'eval_{name}_accuracy' in metrics:
       parts.append(f'{name}_accuracy {metrics[f"eval_{name}_accuracy"]:.4f} {_majority_and_count(metrics, name)}')

@@ -131,10 +131,11 @@ def make_program(model: nn.Module, init: Callable, loss: Callable, evaluate_batc
 def evaluate(program: Program, params, held_out: dict, mesh) -> dict:
   """Held-out metrics over each set of batches in `held_out` (pipeline.held_out_sets), summed before dividing.
 
-  'sop' (the run's own sentence task) gives eval_mlm_* and eval_sop_*; every other set its sentence accuracy as
-  eval_<name>_*. Each accuracy comes with its count and its majority rate (the share of the commoner label: what
+  'sop' (the run's own sentence task) gives eval_mlm_* and eval_sop_*; with several sources, the sets 'sop/<label>'
+  give those over all of them together and eval_<label>_mlm_* for each; every other set gives its sentence accuracy
+  as eval_<name>_*. Each accuracy comes with its count and its majority rate (the share of the commoner label: what
   always guessing it would score)."""
-  metrics = {}
+  metrics, own = {}, None
   for name, batches in held_out.items():
     batches = _same_count_on_every_host(batches)
     totals = None
@@ -142,14 +143,24 @@ def evaluate(program: Program, params, held_out: dict, mesh) -> dict:
       with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
         sums = jax.device_get(program.eval_step(params, sharding.global_batch(batch, mesh)))
       totals = sums if totals is None else {k: totals[k] + sums[k] for k in sums}
-    count = max(int(totals['sop_count']), 1)
-    if name == 'sop':
-      metrics.update({k: v for k, v in rates(totals, 'eval_').items() if 'mlm' in k},
-                     eval_mlm_count=int(totals['mlm_count']))
-    metrics.update({f'eval_{name}_accuracy': totals['sop_correct'] / count,
-                    f'eval_{name}_loss': totals['sop_loss'] / count, f'eval_{name}_count': int(totals['sop_count']),
-                    f'eval_{name}_majority': max(totals['sop_ones'], totals['sop_count'] - totals['sop_ones']) / count})
+    if name.startswith('sop/'):
+      label = name.split('/', 1)[1]
+      metrics.update({k: v for k, v in rates(totals, f'eval_{label}_').items() if 'mlm' in k},
+                     **{f'eval_{label}_mlm_count': int(totals['mlm_count'])})
+    if name == 'sop' or name.startswith('sop/'):
+      own = totals if own is None else {k: own[k] + totals[k] for k in totals}
+    else:
+      metrics.update(_sentence_metrics(totals, name))
+  metrics.update({k: v for k, v in rates(own, 'eval_').items() if 'mlm' in k}, eval_mlm_count=int(own['mlm_count']),
+                 **_sentence_metrics(own, 'sop'))
   return metrics
+
+
+def _sentence_metrics(totals: dict, name: str) -> dict:
+  count = max(int(totals['sop_count']), 1)
+  return {f'eval_{name}_accuracy': totals['sop_correct'] / count, f'eval_{name}_loss': totals['sop_loss'] / count,
+          f'eval_{name}_count': int(totals['sop_count']),
+          f'eval_{name}_majority': max(totals['sop_ones'], totals['sop_count'] - totals['sop_ones']) / count}
 
 
 def _same_count_on_every_host(batches: list) -> list:

@@ -86,9 +86,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         'jax': jax.__version__}, indent=2) + '\n')
 
   # ---- Data: this host's shard of the training documents, and the held-out ones.
-  train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts,
+  opened = pipeline_lib.open_sources(config)  # each source indexed once, for both
+  train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts, opened=opened,
                                      workers=pipeline_lib.worker_count(config.data.workers, jax.local_devices()))
-  held_out = pipeline_lib.held_out_sets(config, tokenizer, host, hosts)
+  held_out = pipeline_lib.held_out_sets(config, tokenizer, host, hosts, opened)
 
   # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
   # for the devices stops here, before a checkpoint is restored or a batch is made.

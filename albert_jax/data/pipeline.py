@@ -230,11 +230,12 @@ class Pipeline:
 
   `sentence_task` overrides data.sentence_task: the held-out probes 'swap' and 'random' (instances.py). With
   `workers`, that many background processes make the coming chunks (the same batches, sooner); close() stops them.
+  `opened`: the sources, already opened by open_sources (pipelines of one run share them: indexing is not free).
   """
 
   def __init__(self, config, tokenizer: Tokenizer, split: str = 'train', host: int = 0, host_count: int = 1,
                batch_size: Optional[int] = None, collect_stats: bool = False, sentence_task: Optional[str] = None,
-               workers: int = 0):
+               workers: int = 0, opened: Optional[list] = None):
     validate(config)
     data = config.data
     global_batch = batch_size or config.train.batch_size
@@ -244,7 +245,7 @@ class Pipeline:
     self.host, self.host_count, self.batch_size = host, host_count, global_batch // host_count
     self.stats = Stats() if collect_stats else None
     specs = sources.parse_specs(data.source)
-    self.sources = [sources.open_source(spec, data.tfds_data_dir) for spec in specs]
+    self.sources = opened or open_sources(config)
     weights = np.array([spec.weight for spec in specs])
     self.weights = weights / weights.sum()
     self.streams = []
@@ -276,16 +277,19 @@ class Pipeline:
     while True:
       yield self.next_batch()
 
-  def one_pass(self, max_batches: int) -> list:
-    """Batches holding each instance of the first epoch of every source once (a held-out set evaluated whole),
-    at most max_batches of them and at least one; the last one is padded with rows of label -1 (collate)."""
+  def one_pass(self, max_batches: int, stream: Optional[int] = None) -> list:
+    """Batches holding each instance of the first epoch of every source (or of source `stream` alone) once: a
+    held-out set evaluated whole, at most max_batches of them per source and at least one; the last one is padded
+    with rows of label -1 (collate)."""
     items = []
-    for stream in self.streams:
-      while len(items) < max_batches * self.batch_size:
-        item = stream.next()
-        if stream.epoch > 0:  # that was the first instance of the second pass
+    for source_stream in self.streams if stream is None else [self.streams[stream]]:
+      mine = []
+      while len(mine) < max_batches * self.batch_size:
+        item = source_stream.next()
+        if source_stream.epoch > 0:  # that was the first instance of the second pass
           break
-        items.append(item)
+        mine.append(item)
+      items.extend(mine)
     return [collate(items[i:i + self.batch_size], self.data.max_seq_length, self.data.max_predictions_per_seq,
                     rows=self.batch_size) for i in range(0, max(len(items), 1), self.batch_size)]
 
@@ -341,11 +345,32 @@ def worker_count(setting: int, devices) -> int:
   return min(accelerators, max((os.cpu_count() or 1) - 1, 1)) if accelerators else 0
 
 
-def held_out_sets(config, tokenizer: Tokenizer, host: int = 0, host_count: int = 1) -> dict:
-  """This host's held-out batches, made once and evaluated whole each time (step.evaluate): 'sop', instances made
-  as for training (the run's sentence task; MLM is measured on these), and the probes 'swap' and 'random'."""
-  return {task: Pipeline(config, tokenizer, 'eval', host, host_count, sentence_task=task if task != 'sop' else None
-                         ).one_pass(config.train.eval_batches) for task in ('sop', 'swap', 'random')}
+def open_sources(config) -> list:
+  """Every source of data.source, opened (and so indexed) once, for all the pipelines of a run to share."""
+  return [sources.open_source(spec, config.data.tfds_data_dir) for spec in sources.parse_specs(config.data.source)]
+
+
+def held_out_sets(config, tokenizer: Tokenizer, host: int = 0, host_count: int = 1, opened=None) -> dict:
+  """This host's held-out batches, made once and evaluated whole each time (step.evaluate): instances made as for
+  training (the run's sentence task; MLM is measured on these) as 'sop', or with several sources one such set
+  per source, 'sop/<label>' (metrics per source); and the probes 'swap' and 'random' over all sources.
+  train.eval_batches bounds each source's share of each set."""
+  opened = opened or open_sources(config)
+  made = lambda task: Pipeline(config, tokenizer, 'eval', host, host_count, sentence_task=task, opened=opened)
+  own = made(None)
+  if len(opened) == 1:
+    sets = {'sop': own.one_pass(config.train.eval_batches)}
+  else:
+    labels = source_labels(config)
+    sets = {f'sop/{label}': own.one_pass(config.train.eval_batches, stream=i) for i, label in enumerate(labels)}
+  return {**sets, **{task: made(task).one_pass(config.train.eval_batches) for task in ('swap', 'random')}}
+
+
+def source_labels(config) -> list:
+  """Each source's short name (its format, or its TFDS dataset), numbered where two would be the same."""
+  labels = [spec.label for spec in sources.parse_specs(config.data.source)]
+  return [f'{label}{labels[:i + 1].count(label)}' if labels.count(label) > 1 else label
+          for i, label in enumerate(labels)]
 
 
 def builtin_vocab_path(data_dir: Optional[str], vocab_size: int) -> paths.Path:

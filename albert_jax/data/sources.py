@@ -1,4 +1,4 @@
-"""Where documents come from: TFDS datasets, local text files, and the built-in corpus.
+"""Where documents come from: TFDS datasets, files in the formats people hold corpora in, and the built-in corpus.
 
 A source is an indexed, stable sequence of documents: `len(source)` documents, `source.read(start, stop)` yields
 documents start..stop-1 as lists of sentences, always in the same order. Everything above (held-out slices,
@@ -9,7 +9,12 @@ Spec strings (`data.source`, comma-separated or a list; `@weight` sets a mixture
   tfds:wikipedia/20230601.en       a TFDS dataset's train split (wikipedia, pg19, c4/en, wiki40b/en, ...)
   lines:/data/*.txt                the original format: one sentence per line, a blank line between documents
   text:/data/books/*.txt           plain text, one document per file
-Globs may be URLs (lines:gs://bucket/corpus/*.txt; `**` matches any number of folders).
+  wikiextractor:/data/wiki/*/wiki_*    WikiExtractor's output (<doc> blocks), plain or .bz2
+  gutenberg:/data/books/*.txt      Project Gutenberg e-books: licence header and footer removed, cut at chapters
+  jsonl:/data/*.jsonl.zst          JSON lines (plain, .gz, .zst), the text in field "text"; jsonl[body]:... another
+  parquet:/data/*.parquet          Parquet files, the text in column "text"; parquet[content]:... another
+Globs may be URLs (lines:gs://bucket/corpus/*.txt; `**` matches any number of folders). How each file format
+finds and cleans its documents is formats.py's job; this module indexes them over all the files of a glob.
 """
 import collections
 import dataclasses
@@ -19,9 +24,12 @@ import os
 import re
 from typing import Iterator, Optional
 
+import numpy as np
 import sentencex
 
 from albert_jax import paths
+from albert_jax.data import formats
+from albert_jax.data.formats import decode
 from albert_jax.model import ConfigError
 
 # Text features of the TFDS datasets we know; any other dataset's first Text feature is used.
@@ -40,14 +48,6 @@ class SkipCounter(collections.Counter):
     return ', '.join(f'{n} {reason}' for reason, n in sorted(self.items())) or 'nothing'
 
 
-def decode(raw: bytes, skipped: SkipCounter) -> str:
-  """UTF-8 text; undecodable bytes become U+FFFD and the document is counted."""
-  text = raw.decode('utf-8', errors='replace')
-  if '\ufffd' in text and b'\xef\xbf\xbd' not in raw:
-    skipped['documents with undecodable bytes (replaced)'] += 1
-  return text
-
-
 def split_sentences(text: str, language: str = 'en') -> list:
   """Sentences of a text: each line (paragraph) is segmented separately; empty pieces are dropped."""
   sentences = []
@@ -57,11 +57,16 @@ def split_sentences(text: str, language: str = 'en') -> list:
   return sentences
 
 
+KINDS = ('builtin', 'tfds') + tuple(formats.FORMATS)
+_KIND = re.compile(r'(\w+)(?:\[([^\]]+)\])?')  # kind, or kind[field]
+
+
 @dataclasses.dataclass
 class Spec:
   kind: str
   arg: str
   weight: float
+  field: Optional[str] = None  # jsonl[FIELD] / parquet[COLUMN]: where the text is
 
   @classmethod
   def parse(cls, text: str) -> 'Spec':
@@ -75,11 +80,20 @@ class Spec:
         raise SourceError(f'data.source {text}@{w}: the weight after @ must be a number.') from None
       if weight <= 0:
         raise SourceError(f'data.source {text}@{w}: the weight must be positive.')
-    kind, _, arg = text.partition(':')
-    if kind not in ('builtin', 'tfds', 'lines', 'text') or (kind != 'builtin' and not arg):
-      raise SourceError(f'data.source {text!r} is not a source: use builtin, tfds:NAME, lines:GLOB or text:GLOB '
-                        f'(optionally @WEIGHT).')
-    return cls(kind, arg, weight)
+    head, _, arg = text.partition(':')
+    kind = _KIND.fullmatch(head)
+    if not kind or kind.group(1) not in KINDS or (kind.group(1) != 'builtin' and not arg):
+      raise SourceError(f'data.source {text!r} is not a source: use builtin, tfds:NAME, or a file format and a glob: '
+                        f'{", ".join(k + ":GLOB" for k in formats.FORMATS)} (jsonl[FIELD]:GLOB and '
+                        f'parquet[COLUMN]:GLOB name the text field; optionally @WEIGHT).')
+    if kind.group(2) and kind.group(1) not in formats.FIELD_FORMATS:
+      raise SourceError(f'data.source {text!r}: only {" and ".join(formats.FIELD_FORMATS)} take a [FIELD].')
+    return cls(kind.group(1), arg, weight, kind.group(2))
+
+  @property
+  def label(self) -> str:
+    """A short name for the source's held-out metrics: the format, or the TFDS dataset's name."""
+    return self.arg.split('/')[0].split(':')[0] if self.kind == 'tfds' else self.kind
 
 
 def parse_specs(source) -> list:
@@ -90,61 +104,47 @@ def parse_specs(source) -> list:
   return specs
 
 
-class TextFiles:
-  """Text files, local or in a bucket: 'lines' (the original format) or 'text' (one document per file), indexed
-  once by byte offset."""
+class FileSource:
+  """The documents of every file a glob matches, local or in a bucket, in one of formats.FORMATS: each file is
+  indexed once (where its documents are), in name order, and documents are read by their place in that index."""
 
-  def __init__(self, pattern: str, one_document_per_file: bool):
-    self.name = f'{"text" if one_document_per_file else "lines"}:{pattern}'
-    self.files = [paths.path(name) for name in paths.glob(pattern)]
+  def __init__(self, spec: Spec):
+    self.format = formats.FORMATS[spec.kind](spec.field) if spec.field else formats.FORMATS[spec.kind]()
+    self.name = f'{spec.kind}{f"[{spec.field}]" if spec.field else ""}:{spec.arg}'
+    self.files = [paths.path(name) for name in paths.glob(spec.arg)]
     if not self.files:
-      raise SourceError(f'data.source {self.name}: no file matches {pattern!r}: fix the path or the pattern '
+      raise SourceError(f'data.source {self.name}: no file matches {spec.arg!r}: fix the path or the pattern '
                         f'(* and ? match within a folder, ** any number of folders).')
-    self.one_document_per_file = one_document_per_file
     self.skipped = SkipCounter()
-    self.index = []  # (file number, first byte, end byte) per document
+    file_numbers, locations = [], []
     for number, path in enumerate(self.files):
-      size = path.stat().length
-      if size == 0:
+      if path.stat().length == 0:
         self.skipped['empty files'] += 1
-      elif one_document_per_file:
-        self.index.append((number, 0, size))
-      else:
-        self._index_blank_line_documents(number, path)
-
-  def _index_blank_line_documents(self, number: int, path: paths.Path):
-    start, offset, has_text = 0, 0, False
-    with path.open('rb') as f:
-      for line in f:
-        if line.strip():
-          has_text = True
-        elif has_text:
-          self.index.append((number, start, offset))
-          start, has_text = offset + len(line), False
-        else:
-          start = offset + len(line)
-        offset += len(line)
-    if has_text:
-      self.index.append((number, start, offset))
+        continue
+      found = self.format.index(path, self.skipped)
+      file_numbers.append(np.full(len(found), number, np.int32))
+      locations.append(np.asarray(found, np.int64).reshape(-1, 2))
+    # Two arrays, not a list of tuples: a corpus of millions of documents is indexed in every process.
+    self.file_numbers = np.concatenate(file_numbers) if file_numbers else np.zeros(0, np.int32)
+    self.locations = np.concatenate(locations) if locations else np.zeros((0, 2), np.int64)
 
   def __len__(self):
-    return len(self.index)
+    return len(self.file_numbers)
 
   def read(self, start: int, stop: int) -> Iterator[list]:
-    # The documents of one file, consecutive in the index, in one read of the bytes they span: in a bucket every
-    # open is a request.
-    for number, documents in itertools.groupby(self.index[start:stop], key=lambda entry: entry[0]):
-      documents = list(documents)
-      base = documents[0][1]
-      with self.files[number].open('rb') as f:
-        f.seek(base)
-        span = f.read(documents[-1][2] - base)
-      for _, first, end in documents:
-        text = decode(span[first - base:end - base], self.skipped)
-        if self.one_document_per_file:
-          yield split_sentences(text)
+    # The documents of one file, consecutive in the index, in one read: in a bucket every open is a request, and a
+    # compressed file is decompressed from its start.
+    start, stop = max(start, 0), min(stop, len(self))
+    while start < stop:
+      number = self.file_numbers[start]
+      other = np.flatnonzero(self.file_numbers[start:stop] != number)
+      end = start + int(other[0]) if len(other) else stop
+      for paragraphs in self.format.read(self.files[number], self.locations[start:end], self.skipped):
+        if self.format.segmented:
+          yield paragraphs
         else:
-          yield [line.strip() for line in text.split('\n') if line.strip()]
+          yield split_sentences('\n'.join(paragraphs))
+      start = end
 
 
 def tfds_examples(builder, split: str, what: str, feature: Optional[str] = None) -> Iterator:
@@ -267,4 +267,4 @@ def open_source(spec: Spec, data_dir: Optional[str]):
     return BuiltinSource(data_dir)
   if spec.kind == 'tfds':
     return TfdsSource(spec.arg, data_dir)
-  return TextFiles(spec.arg, one_document_per_file=spec.kind == 'text')
+  return FileSource(spec)

@@ -1,14 +1,18 @@
 """Train a SentencePiece vocabulary with the ALBERT recipe from any configured source.
 
   python -m albert_jax.data.vocab --input=builtin --vocab_size=30000 --output=PREFIX
-  python -m albert_jax.data.vocab --input='tfds:wikipedia/20230601.en,text:/data/*.txt' --output=PREFIX
+  python -m albert_jax.data.vocab --input='tfds:wikipedia/20230601.en@3,gutenberg:/data/books/*.txt' --output=PREFIX
 
 Writes PREFIX.model and PREFIX.vocab (<pad>=0, <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4; unigram; the original's
 user-defined symbols and character coverage). Sentences are preprocessed as at training time (NFKD, accents
-stripped, lowercased), so the vocabulary sees what the model will.
+stripped, lowercased), so the vocabulary sees what the model will. At most --max_sentences sentences are taken,
+shared among the sources by their @weights and sampled over the whole of each (`sentences`).
 """
 import itertools
+import resource
+import time
 
+import numpy as np
 from absl import flags
 
 from albert_jax import paths
@@ -16,21 +20,40 @@ from albert_jax.config import run_cli
 from albert_jax.data import sources, tokenizer
 
 
-def sentences(spec_text, data_dir=None, limit=None):
-  """Preprocessed sentences of every source's documents, in order, up to `limit`."""
-  def all_sentences():
-    for spec in sources.parse_specs(spec_text):
-      source = sources.open_source(spec, data_dir)
-      for document in source.read(0, len(source)):
-        for sentence in document:
-          text = tokenizer.preprocess_text(sentence)
-          if text:
-            yield text
-  return itertools.islice(all_sentences(), limit)
+SAMPLE_BLOCK = 64  # documents read together: the sample is spread over whole sources in blocks this size
 
 
-def train_on_source(spec_text, vocab_size, output_prefix, data_dir=None, limit=10_000_000) -> str:
-  stream = sentences(spec_text, data_dir, limit)
+def sentences(spec_text, data_dir=None, limit=None, seed=0, counts=None):
+  """Preprocessed sentences sampled over every source in proportion to its mixture weight: with `limit`, source i
+  gives at most limit * weight_i / sum(weights) of them, from blocks of its documents in a seeded random order, so
+  the sample spans each whole source rather than its beginning (a source with fewer sentences gives all it has).
+  `counts`, a dict, receives the number taken from each source."""
+  specs = sources.parse_specs(spec_text)
+  opened = [sources.open_source(spec, data_dir) for spec in specs]  # a bad source stops here, before any reading
+  weights = np.array([spec.weight for spec in specs])
+  quotas = [None] * len(specs) if limit is None else np.floor(limit * weights / weights.sum()).astype(int).tolist()
+  for source, quota in zip(opened, quotas):
+    taken = 0
+    for text in itertools.islice(_spread(source, seed), quota):
+      taken += 1
+      yield text
+    if counts is not None:
+      counts[source.name] = taken
+
+
+def _spread(source, seed: int):
+  """A source's preprocessed sentences, a block of documents at a time, the blocks in a seeded random order."""
+  blocks = np.random.default_rng(seed).permutation(max(1, -(-len(source) // SAMPLE_BLOCK)))
+  for block in blocks:
+    for document in source.read(int(block) * SAMPLE_BLOCK, min((int(block) + 1) * SAMPLE_BLOCK, len(source))):
+      for sentence in document:
+        text = tokenizer.preprocess_text(sentence)
+        if text:
+          yield text
+
+
+def train_on_source(spec_text, vocab_size, output_prefix, data_dir=None, limit=10_000_000, counts=None) -> str:
+  stream = sentences(spec_text, data_dir, limit, counts=counts)
   first = next(stream, None)
   if first is None:
     raise sources.SourceError(f'{spec_text} yields no text to train a vocabulary on.')
@@ -44,18 +67,24 @@ def train_on_source(spec_text, vocab_size, output_prefix, data_dir=None, limit=1
 def main(argv):
   del argv
   paths.check_reachable(_INPUT.value, _OUTPUT.value, _TFDS_DATA_DIR.value)
-  path = train_on_source(_INPUT.value, _VOCAB_SIZE.value, _OUTPUT.value, _TFDS_DATA_DIR.value, _MAX_SENTENCES.value)
+  start, counts = time.perf_counter(), {}
+  path = train_on_source(_INPUT.value, _VOCAB_SIZE.value, _OUTPUT.value, _TFDS_DATA_DIR.value, _MAX_SENTENCES.value,
+                         counts)
   vocab = tokenizer.Tokenizer(path, vocab_size=_VOCAB_SIZE.value)
-  print(f'wrote {path}: {vocab.vocab_size} pieces')
+  total = sum(counts.values())
+  print(f'sampled {total:,} sentences: ' + ', '.join(f'{name} {n:,} ({n / total:.1%})' for name, n in counts.items()))
+  print(f'wrote {path}: {vocab.vocab_size} pieces in {time.perf_counter() - start:.0f} s, peak memory '
+        f'{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20:.1f} GiB')
 
 
 if __name__ == '__main__':
   # Flags are defined only when run as a program: other modules import this one's functions.
-  _INPUT = flags.DEFINE_string('input', None, 'Sources, as data.source: builtin, tfds:NAME, lines:GLOB, text:GLOB.')
+  _INPUT = flags.DEFINE_string('input', None, 'Sources, as data.source (builtin, tfds:NAME, wikiextractor:GLOB, ...; '
+                               '@WEIGHT shares the sentences).')
   _VOCAB_SIZE = flags.DEFINE_integer('vocab_size', 30000, 'Number of pieces.')
   _OUTPUT = flags.DEFINE_string('output', None, 'Output prefix: writes PREFIX.model and PREFIX.vocab.')
-  _MAX_SENTENCES = flags.DEFINE_integer('max_sentences', 10_000_000, 'Sentences sampled for training (the '
-                                        'original: input_sentence_size 10M).')
+  _MAX_SENTENCES = flags.DEFINE_integer('max_sentences', 10_000_000, 'Sentences sampled for training, shared by '
+                                        'the sources\' weights (the original: input_sentence_size 10M).')
   _TFDS_DATA_DIR = flags.DEFINE_string('tfds_data_dir', None, 'TFDS data directory (local or gs://).')
   flags.mark_flags_as_required(['input', 'output'])
   run_cli(main)
