@@ -80,7 +80,12 @@ def read_spans(path: paths.Path, spans) -> Iterator[bytes]:
   base = int(spans[0][0])
   try:
     with open_bytes(path) as f:
-      f.seek(base)  # a compressed stream decompresses up to here
+      if f.seekable():  # bz2 and gzip seek by decompressing up to the place
+        f.seek(base)
+      else:  # zstandard's stream: decompress and drop
+        for _ in range(base // 2 ** 20):
+          f.read(2 ** 20)
+        f.read(base % 2 ** 20)
       block = f.read(int(spans[-1][1]) - base)
   except _decompression_errors() as e:
     raise damaged(path, e) from None
@@ -217,6 +222,7 @@ _PG_START = re.compile(rb'^\*{3} ?START OF (?:THIS|THE) PROJECT GUTENBERG[^\n]*$
                        re.MULTILINE | re.IGNORECASE)
 _PG_END = re.compile(rb'^\*{3} ?END OF (?:THIS|THE) PROJECT GUTENBERG|^End of (?:the )?Project Gutenberg',
                      re.MULTILINE | re.IGNORECASE)
+_HTML = re.compile(rb'\s*(?:\xef\xbb\xbf)?\s*<(?:\?xml|!doctype|html)\b', re.IGNORECASE)  # an .htm edition
 _PARAGRAPH_BREAK = re.compile(rb'\r?\n(?:[ \t]*\r?\n)+')
 # Producer credits, in the paragraphs right after the header.
 _CREDITS = re.compile(r'^(?:produced|prepared|transcribed|scanned|digitized|proofread|e-?text|this e-?(?:text|book)'
@@ -229,7 +235,7 @@ _NUMERAL = re.compile(r'^(?:[IVXLC]+|\d+)\.?$')  # a chapter numbered without th
 _SENTENCE_END = re.compile(r'[.!?]["\'”’)]*$')
 _NOTE = re.compile(r'project gutenberg|transcriber', re.IGNORECASE)
 # Title pages, copyright and printing notes, tables of contents (dotted leaders): short paragraphs only.
-_FRONT_MATTER = re.compile(r'^(?:by|copyright|author of|(?:first )?published|printed|reprinted|set up|contents)\b|'
+_FRONT_MATTER = re.compile(r'^(?:by|author of|(?:first )?published|printed|reprinted|set up|contents)\b|\bcopyright\b|'
                            r'\.{4,}|\bpg-[ivx]+\b', re.IGNORECASE)
 # A book is cut at its chapter headings, and any part grown past this many words at its next paragraph: documents
 # of a few thousand words shuffle and hold out far better than 259 books of up to 240,000 words (see the README).
@@ -274,6 +280,9 @@ class Gutenberg:
   def index(self, path, skipped) -> list:
     with open_bytes(path) as f:
       data = f.read()
+    if _HTML.match(data):
+      skipped['gutenberg: HTML editions (skipped: use the plain-text edition, .txt)'] += 1
+      return []
     start, end = _PG_START.search(data), None
     if start:
       end = _PG_END.search(data, start.end())
