@@ -12,7 +12,7 @@ import sentencepiece as spm
 
 import original_reference as original
 from albert_jax.data import instances as instances_lib
-from albert_jax.data import masking, pipeline, sources, tokenizer
+from albert_jax.data import masking, pipeline, sources, tokenizer, vocab
 from albert_jax.model import ConfigError
 from conftest import ROOT
 
@@ -91,6 +91,26 @@ def test_vocab_cli_trains_from_a_text_source(tmp_path):
                        timeout=300, cwd=ROOT)
   assert out.returncode == 0, out.stderr
   assert tokenizer.Tokenizer(tmp_path / 'v.model', vocab_size=60).vocab_size == 60
+
+
+
+
+def test_vocab_samples_every_source_by_weight_over_its_whole_length(tmp_path):
+  """A 3:1 mixture limited to 4,000 sentences gives 3,000 and 1,000 of them, drawn from all over each source (the
+  old sampler took the first 4,000 sentences: the first source's opening documents alone)."""
+  for name in ('alpha', 'beta'):
+    (tmp_path / f'{name}.txt').write_text('\n\n'.join(f'{name} document {d} line one.\n{name} document {d} line two.'
+                                                      for d in range(4000)))
+  counts = {}
+  spec = f'lines:{tmp_path}/alpha.txt@3,lines:{tmp_path}/beta.txt@1'
+  sampled = list(vocab.sentences(spec, limit=4000, counts=counts))
+  assert len(sampled) == 4000 and sum(s.startswith('alpha') for s in sampled) == 3000
+  assert counts == {f'lines:{tmp_path}/alpha.txt': 3000, f'lines:{tmp_path}/beta.txt': 1000}
+  for name in ('alpha', 'beta'):
+    documents = [int(s.split()[2]) for s in sampled if s.startswith(name)]
+    assert np.histogram(documents, bins=4, range=(0, 4000))[0].min() > 0, name  # every quarter of the source
+  everything = list(vocab.sentences(spec))  # no limit: all of both
+  assert len(everything) == 16000 and len(set(everything)) == 16000
 
 
 # --- instances and masking against the original ----------------------------------------------------------------
@@ -431,3 +451,23 @@ def test_inspect_cli_prints_examples_and_statistics(tiny_config):
   report = json.loads(stats.stdout)
   assert report['instances'] == 320 and abs(report['replacement']['mask'] - 0.8) < 0.05
   assert 0.1 < report['fraction_of_tokens_predicted'] < 0.16
+
+
+def test_stats_measure_sentence_lengths_and_yield_per_megabyte(tiny_config, builtin_tokenizer, tmp_path):
+  """Sentences of 2, 5 and 120 words in every document: a third each under 3 and over 100 words; documents and
+  instances per MB against the file's own size."""
+  from albert_jax.data import inspect
+  sentences = ['Two words.', 'Five words in this one.', ' '.join(['long'] * 119) + ' end.']
+  corpus = tmp_path / 'c.txt'
+  corpus.write_text('\n\n'.join('\n'.join(sentences) for _ in range(60)) + '\n')
+  config = tiny_config.copy_and_resolve_references()
+  config.data.source = f'lines:{corpus}'
+  config.data.chunk_documents = 1000  # one chunk: every training document read once
+  config.data.eval_fraction = 0.5
+  p = pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, collect_stats=True)
+  report = inspect.measure(p, 2)
+  assert report['sentences'] == {'count': 90, 'median_words': 5.0, 'fraction_over_100_words': pytest.approx(1 / 3),
+                                 'fraction_under_3_words': pytest.approx(1 / 3)}
+  text_mb = 30 * sum(len(s.encode()) for s in sentences) / 1e6
+  assert report['documents_per_mb'] == pytest.approx(30 / text_mb)
+  assert report['instances_per_mb'] == pytest.approx(p.stats.instances_made / text_mb) and p.stats.instances_made > 30

@@ -6,7 +6,8 @@
 Examples show the pieces with masked positions as [MASK->label] (or =label when kept, ~label when replaced
 by a random piece), the segment boundary and the sentence label. --stats measures, over --batches batches:
 the n-gram length distribution over whole words, the fraction of tokens predicted, the 80/10/10 split, label
-balance, the short-target rate, padding, and what the sources skipped.
+balance, the short-target rate, padding, what the sources skipped and why, the sentences the sources split the
+text into (median words, the shares over 100 words and under 3), and documents and instances per MB of text read.
 """
 import collections
 import json
@@ -63,6 +64,7 @@ def measure(data_pipeline, batches: int) -> dict:
     padding += int((batch['input_mask'] == 0).sum())
     total += batch['input_mask'].size
   stats = data_pipeline.stats
+  words, megabytes = stats.sentence_words, max(stats.text_bytes, 1) / 1e6
   spans = np.bincount(stats.span_words, minlength=data_pipeline.data.ngram + 1)[1:]
   return {
       'instances': stats.instances,
@@ -76,6 +78,13 @@ def measure(data_pipeline, batches: int) -> dict:
       'short_target_fraction_of_instances': stats.short / stats.instances,
       'padding_fraction': padding / total,
       'skipped': data_pipeline.skipped(),
+      # What the sources' sentence splitting gave: headings and hard-wrapped lines left in show as many very short
+      # "sentences", unsplit paragraphs as very long ones.
+      'sentences': {'count': len(words), 'median_words': float(np.median(words)) if words else 0.0,
+                    'fraction_over_100_words': float(np.mean(np.asarray(words) > 100)) if words else 0.0,
+                    'fraction_under_3_words': float(np.mean(np.asarray(words) < 3)) if words else 0.0},
+      'documents_per_mb': stats.documents_read / megabytes,
+      'instances_per_mb': stats.instances_made / megabytes,
   }
 
 

@@ -37,6 +37,10 @@ class Stats:
   labels: int = 0
   documents: int = 0
   short_documents: int = 0  # the original draws short_seq_prob once per document and pass
+  sentence_words: list = dataclasses.field(default_factory=list)  # of every sentence read, as the source split it
+  text_bytes: int = 0  # UTF-8 bytes of the sentences read
+  documents_read: int = 0
+  instances_made: int = 0  # by the chunks read, served or not
 
 
 @dataclasses.dataclass
@@ -71,6 +75,10 @@ class _Stream:
   def _documents(self, start: int, stop: int) -> list:
     raw = list(self.source.read(start, stop))
     flat = [s for doc in raw for s in doc]
+    if self.stats is not None:
+      self.stats.sentence_words.extend(len(s.split()) for s in flat)
+      self.stats.text_bytes += sum(len(s.encode()) for s in flat)
+      self.stats.documents_read += len(raw)
     encoded = iter(self.tokenizer.encode(flat)) if flat else iter(())
     documents, skipped = [], self.source.skipped
     for doc in raw:
@@ -129,6 +137,7 @@ class _Stream:
         if self.stats is not None:
           self.stats.documents += chunk.documents
           self.stats.short_documents += chunk.short_documents
+          self.stats.instances_made += len(chunk.items)
       items = self._chunk[2].items
       if self.offset < len(items):
         break
