@@ -1,6 +1,11 @@
-"""Input pipeline throughput on one core: raw text -> masked batches, at max_seq_length 512.
+"""Input pipeline throughput on one core: raw text -> masked batches, at max_seq_length 512 (or --seq_len).
 
   python bench/pipeline_throughput.py [--instances=3000] [--vocab_size=5000] [--workers=N]
+  python bench/pipeline_throughput.py --source='wikiextractor:../shared/data/corpora/wikipedia/*/wiki_*@7,gutenberg:../shared/data/corpora/books/*.txt@3' \
+      --vocab=/tmp/albert_wiki_books/vocab-30k.model --seq_len=128
+
+With --source (any data.source) and --vocab, the real corpus instead of the built-in one, and first the time and
+memory it takes to index it (opening every file and finding its documents: what every process of a run does).
 
 Ours: the full Pipeline (TFDS read of the built-in corpus, sentence segmentation, SentencePiece, SOP instances,
 n-gram masking, padding into batches), pinned to one CPU core; with --workers, N background processes make the
@@ -23,6 +28,7 @@ sys.path.insert(0, str(ROOT / 'tests'))
 import original_reference  # noqa: E402
 from albert_jax.config import defaults  # noqa: E402
 from albert_jax.data import pipeline  # noqa: E402
+from albert_jax.data.tokenizer import Tokenizer  # noqa: E402
 
 
 def long_documents_file(config, directory: pathlib.Path) -> str:
@@ -38,6 +44,25 @@ def long_documents_file(config, directory: pathlib.Path) -> str:
   return str(path)
 
 
+def index(config) -> list:
+  """Opens (indexes) every source of the config, printing the time, the documents, the text's size on disk and the
+  memory it took: the peak resident size before and after, and the index arrays themselves."""
+  import resource
+  before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  start = time.perf_counter()
+  opened = pipeline.open_sources(config)
+  seconds = time.perf_counter() - start
+  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  for source in opened:
+    files = getattr(source, 'files', [])
+    megabytes = sum(f.stat().length for f in files) / 1e6
+    arrays = (source.file_numbers.nbytes + source.locations.nbytes) / 1e6 if files else 0.0
+    print(f'  {source.name}: {len(source):,} documents in {len(files)} files ({megabytes:.0f} MB on disk), index '
+          f'{arrays:.2f} MB; skipped: {source.skipped.report()}')
+  print(f'index: {seconds:.1f} s for all sources; peak resident memory {before:.0f} MB -> {peak:.0f} MB')
+  return opened
+
+
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--instances', type=int, default=8000)
@@ -46,6 +71,9 @@ def main():
   parser.add_argument('--documents', choices=['builtin', 'long'], default='long',
                       help='builtin: the corpus as is; long: regrouped so instances fill 512 positions')
   parser.add_argument('--workers', type=int, default=0, help='background processes making chunks (data.workers)')
+  parser.add_argument('--source', help='a data.source to read instead of the built-in corpus (needs --vocab)')
+  parser.add_argument('--vocab', help='the SentencePiece model for --source')
+  parser.add_argument('--seq_len', type=int, default=512)
   args = parser.parse_args()
   if not args.workers:
     os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
@@ -54,9 +82,14 @@ def main():
   config.model.vocab_size = args.vocab_size
   config.data.tfds_data_dir = args.tfds_data_dir
   config.data.source, config.data.vocab = 'builtin', 'builtin'
-  config.data.max_seq_length = 512
+  config.data.max_seq_length = config.model.max_position_embeddings = args.seq_len
+  opened = None
+  if args.source:
+    config.data.source, config.data.vocab = args.source, args.vocab
+    config.model.vocab_size = Tokenizer(args.vocab).vocab_size
+    opened = index(config)
   tokenizer = pipeline.load_tokenizer(config)  # trains and caches the vocabulary on first use (not timed)
-  if args.documents == 'long':
+  if args.documents == 'long' and not args.source:
     import tempfile
     config.data.source = 'lines:' + long_documents_file(config, pathlib.Path(tempfile.mkdtemp()))
 
@@ -72,7 +105,7 @@ def main():
   if not args.workers:  # in the workers, SentencePiece's share is not this process's to time
     tokenizer.encode = timed_encode
   batch_size = 64
-  data = pipeline.Pipeline(config, tokenizer, batch_size=batch_size, workers=args.workers)
+  data = pipeline.Pipeline(config, tokenizer, batch_size=batch_size, workers=args.workers, opened=opened)
   for _ in range(1 + 8 * args.workers):
     data.next_batch()  # warm-up: the first reads, and the workers' start and their first chunks
   encode_seconds[0] = 0.0
@@ -97,19 +130,20 @@ def main():
   peer_made = 0
   while peer_made < made:
     for i in range(len(lists)):
-      for tokens_, _, _, _ in original_reference.create_instances_from_document(lists, i, 512, 0.1, False, py_rng):
+      for tokens_, _, _, _ in original_reference.create_instances_from_document(lists, i, args.seq_len, 0.1, False,
+                                                                                 py_rng):
         original_reference.create_masked_lm_predictions(tokens_, 0.15, 20, tokenizer.vocab_size, is_start, py_rng,
                                                         np_rng)
         peer_made += 1
   peer_seconds = time.perf_counter() - start
   instances_per_read = sum(1 for i in range(len(lists)) for _ in original_reference.create_instances_from_document(
-      lists, i, 512, 0.1, False, random.Random(1)))
+      lists, i, args.seq_len, 0.1, False, random.Random(1)))
   peer = peer_seconds / peer_made + read_seconds / max(1, instances_per_read)
 
   data.close()
   where = f'{args.workers} worker processes on {os.cpu_count()} cores' if args.workers else 'one core'
-  print(f'{where}, max_seq_length 512, {args.documents} documents of the built-in corpus, '
-        f'vocab {tokenizer.vocab_size}')
+  what = args.source if args.source else f'{args.documents} documents of the built-in corpus'
+  print(f'{where}, max_seq_length {args.seq_len}, {what}, vocab {tokenizer.vocab_size}')
   share = '' if args.workers else f'; SentencePiece {100 * encode_seconds[0] / ours:.0f}% of the time'
   print(f'  albert_jax pipeline: {made / ours:8.0f} instances/s  ({tokens / ours / 1e3:.0f}k tokens/s, '
         f'{tokens / made:.0f} tokens per instance{share})')

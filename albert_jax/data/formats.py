@@ -103,7 +103,7 @@ def decode(raw: bytes, skipped) -> str:
 
 class Lines:
   """The original's format: one sentence per line, a blank line between documents."""
-  name, segmented = 'lines', True  # segmented: the paragraphs it reads are sentences already
+  segmented = True  # segmented: the paragraphs it reads are sentences already
 
   def index(self, path, skipped) -> list:
     spans, start, has_text, end = [], 0, False, 0
@@ -127,7 +127,7 @@ class Lines:
 
 class WholeFile:
   """Plain text, one document per file, each line a paragraph."""
-  name, segmented = 'text', False
+  segmented = False
 
   def index(self, path, skipped) -> list:
     if any(str(path).endswith(suffix) for suffix in COMPRESSED):
@@ -177,7 +177,7 @@ class WikiExtractor:
   blocks, the title on the first line, then one paragraph per line. Each <doc> is a document; the tags, the
   title line, headings and short list lines are not text; articles left without text (stubs) are skipped and
   counted."""
-  name, segmented = 'wikiextractor', False
+  segmented = False
 
   def index(self, path, skipped) -> list:
     spans, opened, lines, saw_doc = [], None, [], False
@@ -275,7 +275,7 @@ class Gutenberg:
   footer (from the END line or the "End of the Project Gutenberg EBook" line) and producer credits are removed;
   a file without the markers is read whole and counted. Hard-wrapped lines are joined into paragraphs. A book is
   cut into documents at its chapter headings and wherever a part passes GUTENBERG_PART_WORDS words."""
-  name, segmented = 'gutenberg', False
+  segmented = False
 
   def index(self, path, skipped) -> list:
     with open_bytes(path) as f:
@@ -318,7 +318,7 @@ class JsonLines:
   """One JSON object per line (plain, .gz or .zst), the document's text in `field`. A line that does not parse, or
   whose object lacks the field or holds no string there, is skipped and counted; a file where no line gives a
   text stops the run with one line naming the fields it has."""
-  name, segmented = 'jsonl', False
+  segmented = False
 
   def __init__(self, field: str = 'text'):
     self.field = field
@@ -360,7 +360,7 @@ class Parquet:
   """Parquet files (the layout of text datasets on the HF hub), the document's text in `column`, read a row group
   at a time. A file without the column stops the run with one line naming the columns it has; empty or null
   texts are skipped and counted."""
-  name, segmented = 'parquet', False
+  segmented = False
 
   def __init__(self, column: str = 'text'):
     self.column = column
