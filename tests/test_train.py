@@ -194,16 +194,17 @@ HostPipeline = pipeline.Pipeline  # the real one, kept before the test below rep
 class TwoHostData:
   """What the two hosts read together: host 0's batch followed by host 1's, as the global batch is assembled."""
 
-  def __init__(self, config, tokenizer, split='train', host=0, host_count=1, sentence_task=None, workers=0):
+  def __init__(self, config, tokenizer, split='train', host=0, host_count=1, sentence_task=None, workers=0,
+               opened=None):
     assert host_count == 1
-    self.hosts = [HostPipeline(config, tokenizer, split, h, 2, sentence_task=sentence_task, workers=workers)
-                  for h in range(2)]
+    self.hosts = [HostPipeline(config, tokenizer, split, h, 2, sentence_task=sentence_task, workers=workers,
+                               opened=opened) for h in range(2)]
 
   def next_batch(self):
     return self.join([p.next_batch() for p in self.hosts])
 
-  def one_pass(self, max_batches):
-    return [self.join(parts) for parts in zip(*(p.one_pass(max_batches) for p in self.hosts))]
+  def one_pass(self, max_batches, stream=None):
+    return [self.join(parts) for parts in zip(*(p.one_pass(max_batches, stream) for p in self.hosts))]
 
   @staticmethod
   def join(parts):

@@ -20,14 +20,6 @@ from albert_jax.config import run_cli
 from albert_jax.data import masking, pipeline
 from albert_jax.data.tokenizer import MASK
 
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
-_NUM = flags.DEFINE_integer('num', 4, 'Examples to print.')
-_STATS = flags.DEFINE_bool('stats', False, 'Print measured statistics as JSON instead of examples.')
-_BATCHES = flags.DEFINE_integer('batches', 50, 'Batches measured by --stats.')
-_BATCH_SIZE = flags.DEFINE_integer('batch_size', 32, 'Batch size for inspection (not the training batch).')
-_SPLIT = flags.DEFINE_enum('split', 'train', ['train', 'eval'], 'Which documents.')
-
-
 def render(batch: dict, row: int, tokenizer) -> str:
   length = int(batch['input_mask'][row].sum())
   ids = batch['input_ids'][row, :length]
@@ -103,5 +95,12 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  # Defined here, not on import: tests import measure() beside train.py, which defines --config too.
+  _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
+  _NUM = flags.DEFINE_integer('num', 4, 'Examples to print.')
+  _STATS = flags.DEFINE_bool('stats', False, 'Print measured statistics as JSON instead of examples.')
+  _BATCHES = flags.DEFINE_integer('batches', 50, 'Batches measured by --stats.')
+  _BATCH_SIZE = flags.DEFINE_integer('batch_size', 32, 'Batch size for inspection (not the training batch).')
+  _SPLIT = flags.DEFINE_enum('split', 'train', ['train', 'eval'], 'Which documents.')
   flags.mark_flags_as_required(['config'])
   run_cli(main)
