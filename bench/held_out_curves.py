@@ -9,21 +9,21 @@ of all together) and the sentence-order accuracy on swap pairs. The table gives 
 at or before each of --minutes.
 """
 import argparse
-import glob
-import os
 
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
+from albert_jax import paths  # noqa: E402
+
 
 def read_run(workdir: str) -> dict:
   """{tag: [(minutes since the start, step, value)]} for the held-out accuracies of a run (all its event files:
   a resumed run writes one more)."""
   series, start = {}, None
-  for path in sorted(glob.glob(os.path.join(workdir, 'tensorboard', 'events.out.tfevents.*'))):
-    events = EventAccumulator(path, size_guidance={'scalars': 0})
+  for path in sorted((paths.path(workdir) / 'tensorboard').glob('events.out.tfevents.*')):
+    events = EventAccumulator(str(path), size_guidance={'scalars': 0})
     events.Reload()
     first = events.FirstEventTimestamp()
     start = first if start is None else min(start, first)
@@ -49,7 +49,7 @@ def main():
   figure, (mlm_axes, order_axes) = plt.subplots(1, 2, figsize=(12, 4.5))
   for workdir in args.workdirs:
     run = read_run(workdir)
-    name = os.path.basename(os.path.normpath(workdir))
+    name = paths.path(workdir).name
     mlm_tags = sorted(t for t in run if t.endswith('mlm_accuracy'))
     for tag in mlm_tags:
       minutes, _, values = zip(*run[tag])
