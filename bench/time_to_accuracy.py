@@ -24,7 +24,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from albert_jax import interop, sharding
+from albert_jax import interop, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import validate
 from albert_jax.data import pipeline
@@ -231,8 +231,8 @@ def main():
     print(f'ours reached HF\'s final {final:.4f} at {reached / 60:.1f} minutes: {ratio:.2f} of the time '
           f'(target at most {TARGET}: {"met" if ratio <= TARGET else "MISSED"})')
   if args.output:
-    with open(args.output, 'w') as f:
-      json.dump({'args': vars(args), **results, 'ours_time_to_hf_final': reached}, f, indent=2)
+    paths.path(args.output).write_text(
+        json.dumps({'args': vars(args), **results, 'ours_time_to_hf_final': reached}, indent=2))
 
 
 if __name__ == '__main__':
