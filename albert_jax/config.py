@@ -85,6 +85,9 @@ def finetune_defaults() -> ml_collections.ConfigDict:
   config.task.data = 'tfds'  # 'tfds', or the folder or file in the original's format
   config.task.max_seq_length = 512
   config.task.classifier_dropout = 0.1  # the original's hard-coded 0.1 on the pooled output
+  # 0: every training example; N: a random N of them, drawn by train.seed (label-efficiency curves; runs of two
+  # inits with one seed see the same N).
+  config.task.train_examples = 0
   config.data = ml_collections.ConfigDict()
   config.data.vocab = ml_collections.config_dict.placeholder(str)  # None: the one that came with `init`
   config.data.tfds_data_dir = ml_collections.config_dict.placeholder(str)
@@ -115,6 +118,8 @@ def validate_finetune(config: ml_collections.ConfigDict, model: ModelConfig) -> 
                       f'model\'s max_position_embeddings {model.max_position_embeddings}.')
   if not 0 <= config.task.classifier_dropout < 1:
     raise ConfigError(f'config.task.classifier_dropout must be in [0, 1), got {config.task.classifier_dropout}.')
+  if config.task.train_examples < 0:
+    raise ConfigError(f'config.task.train_examples must be 0 (all) or a count, got {config.task.train_examples}.')
   _check_train(config.train, ('batch_size', 'eval_batch_size', 'num_steps', 'log_every', 'checkpoint_every',
                               'keep_checkpoints'))
 

@@ -94,6 +94,16 @@ def training_rows(count: int, step: int, batch_size: int, seed: int, host: int, 
   return rows[host * per_host:(host + 1) * per_host]
 
 
+def train_subset(examples: list, count: int, seed: int, task_name: str) -> list:
+  """`count` of the training examples drawn without replacement by `seed` (all of them for 0), in file order."""
+  if not count:
+    return examples
+  if count > len(examples):
+    raise ConfigError(f'config.task.train_examples {count:,} is more than the {len(examples):,} {task_name} training '
+                      f'examples: lower it, or set 0 for all of them.')
+  return [examples[i] for i in sorted(np.random.default_rng([seed, 1]).choice(len(examples), count, replace=False))]
+
+
 def evaluate(program, params, features: dict, batch_size: int, mesh) -> dict:
   """The eval step's outputs for every row of `features`, in order (the last batch padded with weight-0 rows)."""
   count, host, hosts = len(features['weights']), jax.process_index(), jax.process_count()
@@ -138,6 +148,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
 
   # ---- Data: every split read, checked and turned into features before training starts.
   splits = task.splits()
+  splits['train'] = (train_subset(splits['train'][0], config.task.train_examples, config.train.seed, task.name),
+                     None)
   features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in splits.items()}
   train_count = len(features['train']['weights'])
   say(f'{task.name}: ' + ', '.join(f'{split} {len(examples):,}' for split, (examples, _) in splits.items()) +

@@ -199,6 +199,26 @@ def test_bad_setups_fail_before_training(tiny_config, builtin_tokenizer, tmp_pat
     assert not (tmp_path / workdir / 'checkpoints').exists()
 
 
+def test_a_training_subset_is_seeded_shared_across_inits_and_keeps_the_label_mix(tmp_path):
+  glue = ROOT.parent / 'shared' / 'data' / 'glue'
+  if not (glue / 'SST-2').is_dir():
+    pytest.skip(f'the shared GLUE files are not at {glue}')
+  config = load_config('configs/finetune/sst2.py')
+  config.task.data, config.task.test_predictions = str(glue), False
+  examples = finetune.make_task(config).splits()['train'][0]
+  assert len(examples) == 67_349  # GLUE's SST-2 train
+  subset = finetune.train_subset(examples, 2000, 0, 'sst2')
+  assert len(subset) == 2000 and len({e.guid for e in subset}) == 2000
+  assert [e.guid for e in subset] == [e.guid for e in finetune.train_subset(examples, 2000, 0, 'sst2')]
+  assert len({e.guid for e in subset} & {e.guid for e in finetune.train_subset(examples, 2000, 1, 'sst2')}) < 200
+  # A uniform draw: the positive share within 4 binomial standard errors of the whole file's.
+  whole = np.mean([e.label == '1' for e in examples])
+  assert abs(np.mean([e.label == '1' for e in subset]) - whole) < 4 * np.sqrt(whole * (1 - whole) / 2000)
+  assert finetune.train_subset(examples, 0, 3, 'sst2') is examples
+  with pytest.raises(ConfigError, match='train_examples 70,000 is more than the 67,349 sst2 training examples'):
+    finetune.train_subset(examples, 70_000, 0, 'sst2')
+
+
 # --- interrupted runs, as separate processes ------------------------------------------------------------------------
 
 def run_cli(tiny_config, workdir):
