@@ -1,7 +1,8 @@
 """bench/pretrained_vs_random.py, what pretraining buys on real tasks: its statistics against independent ones
 (scipy's exact binomial test for McNemar, the analytic paired standard error for the bootstrap, GLUE's F1), and a
 small run end to end on slices of the real SST-2 files: both inits fine-tuned, seed 0 shared by the grid and the
-seeds, the same shape for random weights, a finished run never run again."""
+seeds, the same shape for random weights, a finished run never run again. And bench/finetune_peer.py, HF's
+AlbertForSequenceClassification on the same checkpoint and batches, end to end on the same slices."""
 import importlib
 import json
 import math
@@ -21,13 +22,33 @@ from test_train import small
 GLUE = ROOT.parent / 'shared' / 'data' / 'glue'
 
 
-@pytest.fixture(scope='module')
-def bench():
+def import_bench(name: str):
   sys.path.insert(0, str(ROOT / 'bench'))
   try:
-    return importlib.import_module('pretrained_vs_random')
+    return importlib.import_module(name)
   finally:
     sys.path.remove(str(ROOT / 'bench'))
+
+
+@pytest.fixture(scope='module')
+def bench():
+  return import_bench('pretrained_vs_random')
+
+
+@pytest.fixture(scope='module')
+def pretrained_and_glue(tiny_config, builtin_tokenizer, tmp_path_factory):
+  """A tiny pretraining workdir (4 steps on the built-in corpus) and a GLUE folder with the first 96 training and
+  40 dev examples of the real SST-2 files."""
+  if not (GLUE / 'SST-2').is_dir():
+    pytest.skip(f'the shared GLUE files are not at {GLUE}')
+  root = tmp_path_factory.mktemp('bench_downstream')
+  train.train_and_evaluate(small(tiny_config, num_steps=4, eval_every=4, checkpoint_every=4), root / 'pretrained',
+                           devices=jax.devices()[:1])
+  for split, rows in (('train', 97), ('dev', 41)):  # the header and the first rows
+    lines = (GLUE / 'SST-2' / f'{split}.tsv').read_text().splitlines()[:rows]
+    (root / 'glue' / 'SST-2').mkdir(parents=True, exist_ok=True)
+    (root / 'glue' / 'SST-2' / f'{split}.tsv').write_text('\n'.join(lines) + '\n')
+  return root / 'pretrained', root / 'glue'
 
 
 def test_mcnemar_is_the_exact_binomial_test_on_the_discordant_examples(bench):
@@ -53,17 +74,10 @@ def test_the_paired_bootstrap_agrees_with_the_analytic_paired_standard_error(ben
   assert bench.metric('f1', pretrained, gold) == pytest.approx(glue.f1(pretrained.astype(int), gold.astype(int)))
 
 
-@pytest.mark.skipif(not (GLUE / 'SST-2').is_dir(), reason=f'the shared GLUE files are not at {GLUE}')
-def test_the_bench_fine_tunes_both_inits_and_compares_them_on_the_same_dev_examples(bench, tiny_config,
-                                                                                    builtin_tokenizer, tmp_path):
-  pretrained = tmp_path / 'pretrained'
-  train.train_and_evaluate(small(tiny_config, num_steps=4, eval_every=4, checkpoint_every=4), pretrained,
-                           devices=jax.devices()[:1])
-  for split, rows in (('train', 97), ('dev', 41)):  # the header and the first rows of the real files
-    lines = (GLUE / 'SST-2' / f'{split}.tsv').read_text().splitlines()[:rows]
-    (tmp_path / 'glue' / 'SST-2').mkdir(parents=True, exist_ok=True)
-    (tmp_path / 'glue' / 'SST-2' / f'{split}.tsv').write_text('\n'.join(lines) + '\n')
-  argv = [f'--init={pretrained}', f'--glue={tmp_path / "glue"}', f'--workdir={tmp_path / "bench"}', '--tasks=sst2',
+def test_the_bench_fine_tunes_both_inits_and_compares_them_on_the_same_dev_examples(bench, pretrained_and_glue,
+                                                                                    tmp_path):
+  pretrained, glue_folder = pretrained_and_glue
+  argv = [f'--init={pretrained}', f'--glue={glue_folder}', f'--workdir={tmp_path / "bench"}', '--tasks=sst2',
           '--learning_rates=1e-3', '--sst2_steps=8', '--seeds=2', '--train_examples=']
   out = bench.main(argv)
   runs = sorted(p.relative_to(tmp_path / 'bench') for p in (tmp_path / 'bench').glob('sst2/*/*'))
@@ -87,3 +101,18 @@ def test_the_bench_fine_tunes_both_inits_and_compares_them_on_the_same_dev_examp
   before = {p: p.stat().st_mtime for p in (tmp_path / 'bench').glob('sst2/*/*/result.json')}
   assert bench.main(argv)['sst2/paired/accuracy'] == out['sst2/paired/accuracy']
   assert {p: p.stat().st_mtime for p in (tmp_path / 'bench').glob('sst2/*/*/result.json')} == before
+
+
+def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_and_glue, tmp_path, capsys):
+  pretrained, glue_folder = pretrained_and_glue
+  out = import_bench('finetune_peer').main([f'--init={pretrained}', f'--glue={glue_folder}', '--steps=20',
+                                            '--learning_rate=1e-3', f'--workdir={tmp_path}'])
+  row = out['rows'][0]
+  # Ours is the fine-tuning run a user gets: its accuracy is that of its predictions against the dev file's labels.
+  gold = [line.split('\t')[1] for line in (glue_folder / 'SST-2' / 'dev.tsv').read_text().splitlines()[1:]]
+  ours = (tmp_path / 'sst2,lr=0.001,steps=20,seed=0' / 'predictions' / 'dev.tsv').read_text().splitlines()[1:]
+  assert row['ours']['accuracy'] == pytest.approx(np.mean([p.split('\t')[1] == g for p, g in zip(ours, gold)]))
+  assert {row['ours']['best_step'], row['hf']['best_step']} <= {5, 10, 15, 20}
+  assert 0 <= row['hf']['accuracy'] <= 1 and 0 < row['mcnemar_p'] <= 1
+  assert row['ours']['examples_per_sec'] > 0 and row['hf']['examples_per_sec'] > 0
+  assert '| seed | ours: dev accuracy (step) | HF: dev accuracy (step)' in capsys.readouterr().out
