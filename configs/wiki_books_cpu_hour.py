@@ -23,19 +23,20 @@ def get_config(arg=None):
   config.data.source = (f'wikiextractor:{CORPORA}/wikipedia/*/wiki_*@7,'
                         f'gutenberg:{CORPORA}/books/*.txt@3')
   config.data.vocab = '/tmp/albert_wiki_books/vocab-30k.model'  # what the vocabulary command above writes
-  config.model.update(vocab_size=30000, embedding_size=128, hidden_size=256, num_layers=4, num_heads=4,
-                      intermediate_size=1024, max_position_embeddings=128, scan_unroll=4)
+  # The best of three shapes given an hour each (README): H 128 beat H 256 at 4 layers and at 2.
+  config.model.update(vocab_size=30000, embedding_size=128, hidden_size=128, num_layers=4, num_heads=2,
+                      intermediate_size=512, max_position_embeddings=128, scan_unroll=4)
   config.data.max_seq_length = 128
   config.data.max_predictions_per_seq = 20
   config.data.eval_fraction = 0.01  # 123 articles and 48 book parts held out
   config.train.batch_size = 64
-  # 1.3 to 2.0 s a step on this kind of machine (it varies from day to day): 33 to 50 minutes of steps, and the
-  # start and 6 evaluations, in at most 60.
-  config.train.num_steps = 1_500
+  # 1.05 s a step on 2026-11-25, a slow day for these machines (H 256 took 2.0 s a step that day, 1.33 the day
+  # before): 53 minutes of steps, and the start and 6 evaluations, in 56.
+  config.train.num_steps = 3_000
   config.train.learning_rate = 1e-2
-  config.train.warmup_steps = 160
+  config.train.warmup_steps = 320
   config.train.log_every = 50
-  config.train.eval_every = 250
+  config.train.eval_every = 500
   config.train.eval_batches = 8  # per source: 1,024 held-out instances of each, about 20,000 masked pieces
   config.train.checkpoint_every = 500
   config.train.fill_mask_text = 'The river flows through the city and into the sea.'
