@@ -14,7 +14,8 @@ Then label efficiency on SST-2 (--train_examples): each init at its setting on 5
 training examples (the same draw for both inits at one seed), at most --subset_epochs epochs, --seeds seeds.
 
 Every run is `python -m albert_jax.finetune` in a workdir of its own under --workdir; a run with a result.json is
-not run again, so an interrupted bench continues where it stopped. Writes report.md, results.json and
+not run again, so an interrupted bench continues where it stopped (a run cut off resumes from its checkpoint; its
+"seconds per run" then counts the resumed part only). Writes report.md, results.json and
 label_efficiency.png under --workdir and prints the report.
 """
 import argparse
