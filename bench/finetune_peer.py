@@ -16,7 +16,6 @@ HF timed around its steps), all of this machine's threads for both. Prints each 
 exact test between them on the same dev examples, and examples/s. Needs the [hf] extra.
 """
 import argparse
-import importlib.util
 import json
 import os
 import pathlib
@@ -31,19 +30,15 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
 from albert_jax import finetune, interop, paths  # noqa: E402
-from pretrained_vs_random import TASKS, mcnemar  # noqa: E402
+from pretrained_vs_random import TASKS, mcnemar, task_config  # noqa: E402
 
 WINDOW = 10  # steps per throughput window
 BATCH = 32
 
 
-def task_config(args, seed: int):
-  spec = importlib.util.spec_from_file_location('config', REPO / TASKS[args.task]['config'])
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+def peer_config(args, seed: int):
+  config = task_config(args.task, args.glue)
   config.init = args.init
-  config.task.update(data=args.glue, test_predictions=False, max_seq_length=TASKS[args.task]['max_seq_length'])
   config.train.update(learning_rate=args.learning_rate, num_steps=args.steps, warmup_steps=args.steps // 10,
                       checkpoint_every=args.steps // 4, log_every=WINDOW, seed=seed, batch_size=BATCH,
                       eval_batch_size=BATCH)
@@ -138,19 +133,19 @@ def main(argv=None) -> dict:
                       help='our runs\' workdirs (a finished one is read back, not run again)')
   args = parser.parse_args(argv)
   root = paths.path(args.workdir)
-  rows = []
+  # The checkpoint and the features for HF, once: the seed changes only the training settings.
+  config = peer_config(args, 0)
+  model_config, params, vocab, _ = finetune.load_init(config)
+  tokenizer = finetune.load_tokenizer(config, vocab, model_config)
+  task = finetune.make_task(config)
+  features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in task.splits().items()}
+  gold, rows = features['dev']['label_ids'], []
   for seed in range(args.seeds):
-    config = task_config(args, seed)
-    model_config, params, vocab, _ = finetune.load_init(config)
-    tokenizer = finetune.load_tokenizer(config, vocab, model_config)
-    task = finetune.make_task(config)
-    splits = task.splits()
-    features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in splits.items()}
+    config = peer_config(args, seed)
     print(f'seed {seed}: ours', flush=True)
     ours = run_ours(config, root / f'{args.task},lr={args.learning_rate:g},steps={args.steps},seed={seed}')
     print(f'seed {seed}: HF', flush=True)
     hf = run_hf(config, params, model_config, features, seed)
-    gold = features['dev']['label_ids']
     rows.append({'seed': seed, 'ours': {k: v for k, v in ours.items() if k != 'predicted'},
                  'hf': {k: v for k, v in hf.items() if k != 'predicted'},
                  'mcnemar_p': mcnemar(ours['predicted'] == gold, hf['predicted'] == gold)})

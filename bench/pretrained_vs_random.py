@@ -34,6 +34,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from albert_jax import finetune, paths  # noqa: E402
+from albert_jax.downstream import glue  # noqa: E402
 
 # Per task: the config file, the sequence length (SST-2's sentences are short: 64 keeps 99% whole), the schedule
 # lengths of the grid, and the metrics reported (the first picks settings and checkpoints, as the config does).
@@ -101,22 +102,27 @@ class Bench:
     return result
 
 
-def read_task(task: str, glue: str) -> tuple:
-  """(the dev labels, the number of training examples) of `task` in the GLUE folder."""
+def task_config(task: str, folder: str):
+  """The task's config file, reading the GLUE folder, with no test predictions and the bench's sequence length."""
   spec = importlib.util.spec_from_file_location('config', REPO / TASKS[task]['config'])
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   config = module.get_config()
-  config.task.data, config.task.test_predictions = glue, False
-  splits = finetune.make_task(config).splits()
+  config.task.update(data=folder, test_predictions=False, max_seq_length=TASKS[task]['max_seq_length'])
+  return config
+
+
+def read_task(task: str, folder: str) -> tuple:
+  """(the dev labels, the number of training examples) of `task` in the GLUE folder."""
+  splits = finetune.make_task(task_config(task, folder)).splits()
   return np.array([e.label for e in splits['dev'][0]]), len(splits['train'][0])
 
 
 def metric(name: str, predicted: np.ndarray, gold: np.ndarray) -> float:
+  """GLUE's metric of label names '0' and '1' (their indices: F1 of the positive class 1)."""
   if name == 'accuracy':
     return float(np.mean(predicted == gold))
-  tp = np.sum((predicted == '1') & (gold == '1'))
-  return float(2 * tp / max(np.sum(predicted == '1') + np.sum(gold == '1'), 1))
+  return glue.f1(predicted.astype(int), gold.astype(int))
 
 
 def paired(name: str, pretrained: list, random: list, gold: np.ndarray, seed: int = 0) -> dict:
