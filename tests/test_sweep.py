@@ -1,11 +1,16 @@
 """launch/sweep.py: expanding grids and zips, naming runs, and a real two-run local sweep with a follow-up
 evaluation, collected into a table and a PNG plot."""
 import json
+import pathlib
 
+from absl import flags
+from ml_collections import config_flags
 import pytest
 
 from albert_jax import paths
 from launch import sweep
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 SHRINK = ['--config.data.max_seq_length=64', '--config.model.max_position_embeddings=64',
           '--config.train.batch_size=8', '--config.train.num_steps=3', '--config.train.warmup_steps=1',
@@ -36,6 +41,24 @@ def test_shipped_sweep_files_reproduce_paper_tables():
   columns = set(sweep.METRICS) | set(sweep.follow_up_columns(table6))  # columns the report has
   assert set(table6['paper_metrics'].values()) <= columns and 'sop_mlm_accuracy' in columns
   assert set(table6['paper']) == {sweep.run_name(r) for r in sweep.expand(table6['axes'], 'grid')}
+
+
+def test_real_text_table6_fine_tunes_on_the_shared_glue_folders():
+  table6 = sweep.load_sweep_file('configs/sweeps/table6_real_text.py')
+  assert set(table6['paper']) == {sweep.run_name(r) for r in sweep.expand(table6['axes'], 'grid')}
+  assert [pathlib.Path(spec.split()[0]).stem for spec in table6['finetune']] == ['sst2', 'mrpc']
+  for spec in table6['finetune']:  # every override parses against its task's config, as finetune's flags do
+    config_file, *overrides = spec.split()
+    argv = ['finetune', f'--config={config_file}', *overrides]
+    flag_values = flags.FlagValues()
+    config_flags.DEFINE_config_file('config', flag_values=flag_values, sys_argv=argv)
+    flag_values(argv)
+    config = flag_values.config
+    assert not config.task.test_predictions and config.train.num_steps > config.train.warmup_steps
+    # The absolute GLUE folder is the one the README points at, holding this task's train and dev files.
+    folder = pathlib.Path(config.task.data) / {'sst2': 'SST-2', 'mrpc': 'MRPC'}[config.task.name]
+    assert folder.samefile(REPO.parent / 'shared' / 'data' / 'glue' / folder.name)
+    assert (folder / 'train.tsv').is_file() and (folder / 'dev.tsv').is_file()
 
 
 def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, tmp_path, tmp_path_factory):
