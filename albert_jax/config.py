@@ -182,7 +182,12 @@ def run_cli(main) -> None:
       detail = e.args[0].args[0] if e.args and isinstance(e.args[0], KeyError) else str(e)
       fail(f'a --config override names no config field: {" ".join(str(detail).split())}')
     except Exception as e:  # pylint: disable=broad-except  (a missing or broken config file, a bad value)
-      fail(' '.join(str(e).split()))
+      refused, cause = None, e
+      while cause is not None:  # a config file's get_config refused its argument: that ConfigError, not the
+        if isinstance(cause, ConfigError):  # traceback ml_collections re-raises it with
+          refused = cause
+        cause = cause.__context__
+      fail(' '.join(str(refused or e).split()))
 
   def checked(argv):
     if not flags.FLAGS['verbosity'].present:  # TFDS and JAX log every dataset and backend they try at INFO

@@ -13,7 +13,7 @@ after training, e.g. with another sentence task: the report shows their sentence
 and their MLM accuracy as TASK_mlm_accuracy, the same held-out instances for every run) and PAPER (the paper's
 figures per run, shown beside ours; PAPER_METRICS maps those that measure one of our metrics, in %, to it, and the
 plot draws them beside our bars). FINETUNE (a list of configs/finetune/*.py files, each optionally with
-' --config.x=v' overrides) fine-tunes every run's best checkpoint on those tasks after training, as the paper scores
+its argument, FILE.py:TASK, and ' --config.x=v' overrides) fine-tunes every run's best checkpoint on those tasks after training, as the paper scores
 every pretraining variant downstream: the report shows each task's dev score (its checkpoint-selection metric, on
 a 0-1 scale) as finetune_TASK and their mean as finetune_average, the paper's "Avg" column.
 Each run's name and workdir come from its overrides (embedding_size=16). A run whose workdir already holds a
@@ -103,7 +103,7 @@ def run_local(sweep: dict, runs: list, root: paths.Path, dry_run: bool, attempts
                                                                   *common, *flags(extra)])
                  for j, extra in enumerate(sweep['evaluate'])]
     for config, *overrides in (spec.split() for spec in sweep['finetune']):
-      what = f'finetune-{pathlib.Path(config).stem}'
+      what = f'finetune-{finetune_name(config)}'
       commands.append((what, [sys.executable, '-m', 'albert_jax.finetune', f'--config={config}',
                               f'--config.init={workdir}', f'--workdir={workdir / what}', *overrides]))
     for what, argv in commands:
@@ -186,7 +186,14 @@ def follow_up_columns(sweep: dict) -> list:
 
 def finetune_columns(sweep: dict) -> list:
   """finetune_TASK for each of the sweep's fine-tuning follow-ups (collect fills them, and finetune_average)."""
-  return [f'finetune_{pathlib.Path(spec.split()[0]).stem}' for spec in sweep['finetune']]
+  return [f'finetune_{finetune_name(spec.split()[0])}' for spec in sweep['finetune']]
+
+
+def finetune_name(config: str) -> str:
+  """A fine-tuning follow-up's name: its config file's (sst2.py: sst2), or the task its argument names
+  (wiki_books_cpu_hour.py:rte: rte)."""
+  path, _, arg = config.partition(':')
+  return arg or pathlib.Path(path).stem
 
 
 def report(sweep: dict, runs: list, root: paths.Path) -> str:

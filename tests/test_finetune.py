@@ -20,7 +20,8 @@ import albert_jax
 from albert_jax import checkpoint, finetune, interop, train
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.interop import CheckpointError
-from albert_jax.model import ConfigError
+from albert_jax.config import validate_finetune
+from albert_jax.model import ConfigError, ModelConfig
 from conftest import ROOT, load_config
 from test_downstream_data import mnli_folder, race_folder, write_tsv
 from test_interop import hf_logits, hf_model, inputs, our_logits
@@ -197,6 +198,26 @@ def test_bad_setups_fail_before_training(tiny_config, builtin_tokenizer, tmp_pat
     finetune.finetune_and_evaluate(builtin_config(tiny_config, finetuned), tmp_path / 'e')
   for workdir in 'abcde':
     assert not (tmp_path / workdir / 'checkpoints').exists()
+
+
+@pytest.mark.parametrize('task', ['cola', 'sst2', 'mrpc', 'stsb', 'qqp', 'mnli', 'qnli', 'rte', 'wnli'])
+def test_the_recipes_fine_tuning_config_fits_its_model_for_every_glue_task(task):
+  original = load_config(f'configs/finetune/{task}.py')
+  config = load_config('configs/finetune/wiki_books_cpu_hour.py', task)
+  recipe = ModelConfig.from_config(load_config('configs/wiki_books_cpu_hour.py').model)
+  validate_finetune(config, recipe)  # the sequence fits the positions the recipe pretrained
+  assert config.task.name == task and config.train.batch_size == original.train.batch_size
+  assert config.train.num_steps == min(original.train.num_steps, 3000)
+  assert 0 < config.train.warmup_steps < config.train.num_steps and not config.task.test_predictions
+
+
+def test_the_recipes_fine_tuning_config_refuses_a_task_it_does_not_know_in_one_line():
+  out = subprocess.run([sys.executable, '-m', 'albert_jax.finetune',
+                        '--config=configs/finetune/wiki_books_cpu_hour.py:sst3', '--workdir=unused'],
+                       cwd=ROOT, capture_output=True, text=True)
+  assert out.returncode == 2 and out.stderr.strip() == (
+      'error: configs/finetune/wiki_books_cpu_hour.py:sst3: not a GLUE task; name one of cola, sst2, mrpc, stsb, '
+      'qqp, mnli, qnli, rte, wnli after the colon.')
 
 
 def test_a_training_subset_is_seeded_shared_across_inits_and_keeps_the_label_mix(tmp_path):

@@ -46,7 +46,7 @@ def test_shipped_sweep_files_reproduce_paper_tables():
 def test_real_text_table6_fine_tunes_on_the_shared_glue_folders():
   table6 = sweep.load_sweep_file('configs/sweeps/table6_real_text.py')
   assert set(table6['paper']) == {sweep.run_name(r) for r in sweep.expand(table6['axes'], 'grid')}
-  assert [pathlib.Path(spec.split()[0]).stem for spec in table6['finetune']] == ['sst2', 'mrpc']
+  assert sweep.finetune_columns(table6) == ['finetune_sst2', 'finetune_mrpc']  # named by the config's argument
   for spec in table6['finetune']:  # every override parses against its task's config, as finetune's flags do
     config_file, *overrides = spec.split()
     argv = ['finetune', f'--config={config_file}', *overrides]
