@@ -173,7 +173,10 @@ def run_cli(main) -> None:
 
   def parse(argv):
     try:
-      remaining = flags.FLAGS(argv)
+      try:
+        remaining = flags.FLAGS(argv)
+      except SystemExit as e:  # absl's --help prints the flags and exits 1; asking for help is not a failure
+        sys.exit(0 if {'-h', '-?', '--help', '--helpshort', '--helpfull'} & set(argv[1:]) else e.code)
       config = flags.FLAGS['config'].value if 'config' in flags.FLAGS else None
       if config is not None:
         config.to_dict()  # a config file that failed to load says so only when the config is read

@@ -131,12 +131,18 @@ def _fail(message: str) -> None:
   sys.exit(2)
 
 
+USAGE = ('usage: python -m albert_jax.downstream.squad_eval DATA.json PREDICTIONS.json [--na_prob_file=NA.json] '
+         '[--na_prob_thresh=1.0]')
+
+
 def main(argv: list) -> None:
+  if {'-h', '--help'} & set(argv[1:]):
+    print(f'{USAGE}\n\nScores SQuAD predictions as the official v1.1 / v2.0 scripts do; prints the metrics as JSON.')
+    return
   args = [a for a in argv[1:] if not a.startswith('--')]
   options = dict(a[2:].split('=', 1) for a in argv[1:] if a.startswith('--') and '=' in a)
   if len(args) != 2 or set(options) - {'na_prob_file', 'na_prob_thresh'}:
-    _fail('usage: python -m albert_jax.downstream.squad_eval DATA.json PREDICTIONS.json '
-          '[--na_prob_file=NA.json] [--na_prob_thresh=1.0]')
+    _fail(USAGE)
   try:
     paths.check_reachable(*args, options.get('na_prob_file'))
   except paths.PathError as e:
