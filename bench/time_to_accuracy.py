@@ -190,10 +190,10 @@ def time_to_reach(curve: list, accuracy: float):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--config', default='configs/wiki_books_cpu_hour.py')
-  # The recipe's shape leaves the frequent-piece plateau within 15 minutes here (H 256 needed 30: see the README).
+  # The recipe's shape leaves the frequent-piece plateau within 15 minutes here (H 256 needed 30: see docs/real_english.md).
   parser.add_argument('--minutes', type=float, default=15.0, help='training minutes of each (evaluation excluded)')
   parser.add_argument('--evals', type=int, default=6, help='evaluations, evenly spaced in time')
-  parser.add_argument('--hf_lr', type=float, default=1e-3, help='AdamW learning rate for HF (see the README)')
+  parser.add_argument('--hf_lr', type=float, default=1e-3, help='AdamW learning rate for HF (see docs/real_english.md)')
   parser.add_argument('--eval_batches', type=int, help="held-out batches per source (default: the config's)")
   parser.add_argument('--output', help='write the curves here as JSON')
   args = parser.parse_args()

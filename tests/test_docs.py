@@ -1,4 +1,4 @@
-"""README.md and docs/ cannot rot silently: every relative link and image resolves, every config file named exists,
+"""README.md, launch/README.md and docs/ cannot rot silently: every relative link and image resolves, every config file named exists,
 and every command shown parses: its module's or script's --help exits 0, each flag it passes is one that --help
 lists, and each --config.x.y override names a field of the config it names."""
 import concurrent.futures
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, load_config
 
-DOCS = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('**/*.md'))]
+DOCS = [ROOT / 'README.md', ROOT / 'launch' / 'README.md', *sorted((ROOT / 'docs').glob('**/*.md'))]
 SHELL_OPERATORS = {'|', '||', '&', '&&', ';', '>', '>>', '<', '2>', '2>&1'}
 
 

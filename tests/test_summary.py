@@ -49,7 +49,7 @@ def test_counts_reproduce_the_paper_tables(name, model, printed, precision):
 
 def test_xlarge_and_xxlarge_differ_from_the_printed_counts_as_documented():
   # The paper prints 60M and 235M; the released shapes hold 58.7M and 222.6M in the same convention
-  # (README, "Parameter counts"). Pinned so that the documented gap stays true.
+  # (docs/model.md, "Parameter counts"). Pinned so that the documented gap stays true.
   assert paper_count(shape('xlarge')) == pytest.approx(58.724864)
   assert paper_count(shape('xxlarge')) == pytest.approx(222.595584)
 

@@ -238,7 +238,7 @@ _NOTE = re.compile(r'project gutenberg|transcriber', re.IGNORECASE)
 _FRONT_MATTER = re.compile(r'^(?:by|author of|(?:first )?published|printed|reprinted|set up|contents)\b|\bcopyright\b|'
                            r'\.{4,}|\bpg-[ivx]+\b', re.IGNORECASE)
 # A book is cut at its chapter headings, and any part grown past this many words at its next paragraph: documents
-# of a few thousand words shuffle and hold out far better than 259 books of up to 240,000 words (see the README).
+# of a few thousand words shuffle and hold out far better than 259 books of up to 240,000 words (see docs/data.md).
 GUTENBERG_PART_WORDS = 5000
 
 
