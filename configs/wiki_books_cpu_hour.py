@@ -6,7 +6,7 @@
 
 Reads the shared sample next to the repository (../shared/data/corpora: 12,980 WikiExtractor articles, 259
 Project Gutenberg books); point data.source elsewhere for your own copy. The shape was chosen from measured short
-runs on this machine (README, "Pretraining on real English"); the number of steps fills 60 minutes there.
+runs on this machine (docs/real_english.md); the number of steps fills 60 minutes there.
 """
 import os
 
@@ -23,7 +23,7 @@ def get_config(arg=None):
   config.data.source = (f'wikiextractor:{CORPORA}/wikipedia/*/wiki_*@7,'
                         f'gutenberg:{CORPORA}/books/*.txt@3')
   config.data.vocab = '/tmp/albert_wiki_books/vocab-30k.model'  # what the vocabulary command above writes
-  # The best of three shapes given an hour each (README): H 128 beat H 256 at 4 layers and at 2.
+  # The best of three shapes given an hour each (docs/real_english.md): H 128 beat H 256 at 4 layers and at 2.
   config.model.update(vocab_size=30000, embedding_size=128, hidden_size=128, num_layers=4, num_heads=2,
                       intermediate_size=512, max_position_embeddings=128, scan_unroll=4)
   config.data.max_seq_length = 128

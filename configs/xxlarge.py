@@ -1,4 +1,4 @@
-"""ALBERT-xxlarge (paper Table 2 prints 235M parameters; this released shape has 223M, see README):
+"""ALBERT-xxlarge (paper Table 2 prints 235M parameters; this released shape has 223M, see docs/model.md):
 H 4096, 12 layers, 64 heads, FFN 16384, E 128, shared, no dropout.
 
 COMMAND: python -m albert_jax.summary --config=configs/xxlarge.py

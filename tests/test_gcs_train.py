@@ -23,7 +23,7 @@ STEPS = 60
 
 
 def pretrain(tiny_config, workdir, *extra, cwd, devices=2, env=None):
-  """The tiny pretraining's command line (the README's pod command, shrunk), started in `cwd`."""
+  """The tiny pretraining's command line (docs/pods.md's pod command, shrunk), started in `cwd`."""
   args = [sys.executable, '-m', 'albert_jax.train', f'--config={ROOT}/configs/tiny.py', f'--workdir={workdir}',
           f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}', '--config.data.max_seq_length=64',
           '--config.model.max_position_embeddings=64', '--config.train.batch_size=8', '--config.train.log_every=1',

@@ -5,8 +5,9 @@
 
 The argument after the colon names the task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli); its own config
 in this folder gives the task and the original's batch, and this one replaces what the original tuned for
-ALBERT-base on a TPU with what the downstream bench chose for the recipe's small model on a CPU (README, "What
-pretraining buys"): a larger learning rate, sequences no longer than the recipe pretrained on, fewer steps.
+ALBERT-base on a TPU with what the downstream bench chose for the recipe's small model on a CPU
+(docs/what_pretraining_buys.md): a larger learning rate, sequences no longer than the recipe pretrained on, fewer
+steps.
 task.data defaults to the GLUE sample next to the repository (../shared/data/glue, SST-2 and MRPC); point it at your
 GLUE download (the folder holding RTE/, CoLA/, ...) for the others.
 """
@@ -20,7 +21,7 @@ GLUE_TASKS = ('cola', 'sst2', 'mrpc', 'stsb', 'qqp', 'mnli', 'qnli', 'rte', 'wnl
 # In the recipe's 30k vocabulary 64 pieces hold every SST-2 dev sentence and 99.95% of its training ones; pairs
 # (MRPC: at most 117) get the 128 the recipe pretrained on.
 SINGLE_SENTENCE = ('cola', 'sst2')
-# The bench's choice for the recipe's checkpoint on SST-2 (the grid's best; README table).
+# The bench's choice for the recipe's checkpoint on SST-2 (the grid's best; docs/what_pretraining_buys.md).
 LEARNING_RATE = 3e-4
 MAX_STEPS = 3000
 
@@ -34,7 +35,7 @@ def get_config(arg='sst2'):
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   config = module.get_config()
-  config.init = '/tmp/albert_wiki_books/run'  # where the recipe's README command trains it
+  config.init = '/tmp/albert_wiki_books/run'  # where docs/real_english.md's command trains it
   config.task.data = os.path.normpath(os.path.join(HERE, '..', '..', '..', 'shared', 'data', 'glue'))
   config.task.test_predictions = False  # GLUE's test files hold no labels; turn on to write leaderboard TSVs
   config.task.max_seq_length = 64 if task in SINGLE_SENTENCE else 128
