@@ -2,7 +2,8 @@
 (scipy's exact binomial test for McNemar, the analytic paired standard error for the bootstrap, F1 counted), and a
 small run end to end on slices of the real SST-2 files: both inits fine-tuned, seed 0 shared by the grid and the
 seeds, the same shape for random weights, a finished run never run again. And bench/finetune_peer.py, HF's
-AlbertForSequenceClassification on the same checkpoint and batches, end to end on the same slices."""
+AlbertForSequenceClassification on the same checkpoint and batches, end to end on the same slices. And
+bench/linear_probe.py: its logistic regression against Newton's method, its features against unpadded inputs."""
 import importlib
 import json
 import math
@@ -117,3 +118,49 @@ def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_an
   assert 0 <= row['hf']['accuracy'] <= 1 and 0 < row['mcnemar_p'] <= 1
   assert row['ours']['examples_per_sec'] > 0 and row['hf']['examples_per_sec'] > 0
   assert '| seed | ours: dev accuracy (step) | HF: dev accuracy (step)' in capsys.readouterr().out
+
+
+@pytest.fixture(scope='module')
+def probe():
+  return import_bench('linear_probe')
+
+
+def test_the_probes_logistic_regression_is_newtons_solution_dense_or_sparse(probe):
+  """L-BFGS's fit against an independent solver: Newton's method on the same penalized log loss."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(300, 5)) * [1, 2, 0.5, 1, 3]
+  y = (x @ [1.0, -0.5, 2.0, 0.0, 0.3] + rng.normal(size=300) > 0).astype(float)
+  penalty = 1e-2
+  w = np.zeros(6)
+  design = np.hstack([x, np.ones((300, 1))])
+  for _ in range(30):  # Newton: the bias unpenalized, as the probe's
+    p = 1 / (1 + np.exp(-design @ w))
+    grad = design.T @ (p - y) / 300 + penalty * np.append(w[:-1], 0)
+    hess = design.T @ (design * (p * (1 - p))[:, None]) / 300 + penalty * np.diag([1.0] * 5 + [0.0])
+    w -= np.linalg.solve(hess, grad)
+  assert probe.fit(x, y, penalty) == pytest.approx(w, abs=1e-4)
+  assert probe.fit(scipy.sparse.csr_matrix(x), y, penalty) == pytest.approx(w, abs=1e-4)
+
+
+def test_the_probe_reads_real_tokens_only_and_scores_every_init_on_real_sst2(probe, pretrained_and_glue, capsys):
+  pretrained, glue = pretrained_and_glue
+  loaded, params, _ = probe.interop.read(str(pretrained))
+  model = probe.model_lib.Albert(probe.model_lib.ModelConfig.from_config(loaded.model))
+  # Two sentences padded to 16: their features equal those of each one alone at its own length (no padding).
+  ids = np.array([[2, 40, 41, 42, 3] + [0] * 11, [2, 50, 51, 52, 53, 54, 55, 3] + [0] * 8], np.int32)
+  mask = (ids > 0).astype(np.int32)
+  batch = {'input_ids': ids, 'segment_ids': np.zeros_like(ids), 'input_mask': mask}
+  padded = probe.encoder_features(model, params, batch)
+  for i, length in enumerate(mask.sum(1)):
+    alone = model.apply({'params': params}, ids[i:i + 1, :length], masked_lm_positions=np.zeros((1, 1), np.int32))
+    expected = np.concatenate([alone.pooled_output[0], alone.sequence_output[0].mean(0)])
+    assert padded[i] == pytest.approx(np.asarray(expected), abs=1e-5)
+  bag = probe.bag_of_pieces({'input_ids': np.array([[2, 7, 7, 3, 0]]), 'input_mask': np.array([[1, 1, 1, 1, 0]])}, 10)
+  assert bag.toarray().tolist() == [[0, 0, 1, 1, 0, 0, 0, 1, 0, 0]]  # presence: piece 7 twice counts once
+
+  results = probe.main([f'--init={pretrained}', f'--glue={glue}', '--random_seeds=2'])
+  assert len(results['random']) == 2  # two draws of random weights
+  for result in (results['lexical'], results['pretrained'], *results['random']):
+    assert result['penalty'] in probe.PENALTIES
+    assert round(result['accuracy'] * 40) == pytest.approx(result['accuracy'] * 40, abs=1e-9)  # of 40 dev examples
+  assert 'majority rate on dev' in capsys.readouterr().out
