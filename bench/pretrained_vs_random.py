@@ -7,6 +7,7 @@ fine-tuned on GLUE tasks and compared on the same dev examples.
 For each task and each init (the checkpoint, and 'none': random weights of its shape and vocabulary):
   1. a grid on dev, seed 0: every --learning_rates value times every schedule length in the task's --steps (each
      run keeps its best of four evaluated checkpoints, as finetune does); the init's best cell is its setting;
+     (or, for the inits --TASK_settings names, the setting an earlier grid chose);
   2. --seeds seeds at that setting (the seed draws the head's initial weights, dropout and the example order);
   3. the paired comparison on the same dev examples: the difference of the seed-mean metric, its standard error
      from a paired bootstrap over dev examples, and McNemar's exact test for each seed's pair of runs.
@@ -19,6 +20,7 @@ not run again, so an interrupted bench continues where it stopped (a run cut off
 label_efficiency.png under --workdir and prints the report.
 """
 import argparse
+import collections
 import importlib.util
 import io
 import json
@@ -28,12 +30,14 @@ import subprocess
 import sys
 import time
 
+import ml_collections
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from albert_jax import finetune, paths  # noqa: E402
+from albert_jax.data import pipeline  # noqa: E402
 from albert_jax.downstream import glue  # noqa: E402
 
 # Per task: the config file, the sequence length (SST-2's sentences are short: 64 keeps 99% whole), the schedule
@@ -70,6 +74,9 @@ class Bench:
 
   def __init__(self, args):
     self.args, self.root = args, paths.path(args.workdir)
+    # The checkpoint's vocabulary, as it was pretrained with ('builtin' included).
+    self.tokenizer = pipeline.load_tokenizer(ml_collections.ConfigDict(
+        json.loads((paths.path(args.init) / 'config.json').read_text())))
     self.inits = {'pretrained': [f'--config.init={args.init}'], 'random': ['--config.init=none',
                                                                            *random_init_flags(args.init)]}
 
@@ -118,6 +125,29 @@ def read_task(task: str, folder: str) -> tuple:
   return np.array([e.label for e in splits['dev'][0]]), len(splits['train'][0])
 
 
+def rarest_piece_counts(task: str, folder: str, tokenizer) -> np.ndarray:
+  """For each dev example, how often its rarest piece occurs in the training examples: where fine-tuning never
+  saw a piece, only pretraining can have taught the model what it means."""
+  splits = finetune.make_task(task_config(task, folder)).splits()
+  pieces = lambda e: tokenizer.encode([e.text_a] + ([e.text_b] if e.text_b is not None else []))
+  counts = collections.Counter(p for e in splits['train'][0] for text in pieces(e) for p in set(text))
+  return np.array([min((counts[p] for text in pieces(e) for p in text), default=0) for e in splits['dev'][0]])
+
+
+def by_rarity(results: dict, rarest: np.ndarray, gold: np.ndarray) -> list:
+  """Report lines: each init's seed-mean dev accuracy on the examples whose rarest piece occurs 0, 1-4, 5-19 and
+  20 or more times in the training examples."""
+  buckets = (('never', 0, 0), ('1-4', 1, 4), ('5-19', 5, 19), ('20+', 20, math.inf))
+  lines = ['| rarest piece in training | dev examples | ' + ' | '.join(results) + ' |',
+           '|---|---|' + '---|' * len(results)]
+  for name, low, high in buckets:
+    rows = (rarest >= low) & (rarest <= high)
+    cells = [f'{np.mean([np.mean(r["predicted"][rows] == gold[rows]) for r in runs]):.4f}' if rows.any() else ''
+             for runs in results.values()]
+    lines.append(f'| {name} | {rows.sum()} | ' + ' | '.join(cells) + ' |')
+  return lines
+
+
 def metric(name: str, predicted: np.ndarray, gold: np.ndarray) -> float:
   """GLUE's metric of label names '0' and '1' (their indices: F1 of the positive class 1)."""
   if name == 'accuracy':
@@ -147,6 +177,20 @@ def mcnemar(a: np.ndarray, b: np.ndarray) -> float:
     return 1.0
   tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
   return min(1.0, 2 * tail)
+
+
+def given_settings(parser, task: str, text: str, inits) -> dict:
+  """--TASK_settings as {init: {'learning_rate', 'num_steps'}}: the inits it names skip the grid."""
+  chosen = {}
+  for item in filter(None, text.split(',')):
+    try:
+      init, lr, steps = item.split(':')
+      chosen[init] = {'learning_rate': float(lr), 'num_steps': int(steps)}
+    except ValueError:
+      parser.error(f'--{task}_settings: {item!r} is not INIT:LEARNING_RATE:STEPS, such as pretrained:1e-4:3000')
+    if init not in inits:
+      parser.error(f'--{task}_settings: {init!r} is not one of {", ".join(inits)}')
+  return chosen
 
 
 def summary(results: list, name: str, gold: np.ndarray) -> dict:
@@ -188,6 +232,9 @@ def main(argv=None) -> dict:
   parser.add_argument('--learning_rates', default='1e-4,3e-4,1e-3')
   for task, spec in TASKS.items():
     parser.add_argument(f'--{task}_steps', default=spec['steps'], help=f'{task}: the grid\'s schedule lengths')
+    parser.add_argument(f'--{task}_settings', default='',
+                        help=f'{task}: skip the grid, each init at the setting an earlier grid chose, as '
+                             'INIT:LEARNING_RATE:STEPS for each init, comma-separated (pretrained:1e-4:3000,...)')
   parser.add_argument('--seeds', type=int, default=3)
   parser.add_argument('--train_examples', default='500,2000,8000',
                       help='SST-2 label efficiency: training-set sizes besides all of it ("" for none)')
@@ -204,15 +251,18 @@ def main(argv=None) -> dict:
     steps_grid = [int(x) for x in getattr(args, f'{task}_steps').split(',')]
     print(f'{task}: grid of {len(learning_rates)} learning rates x {len(steps_grid)} schedules per init, then '
           f'{args.seeds} seeds', flush=True)
-    chosen, seeds = {}, {}
+    chosen, seeds = given_settings(parser, task, getattr(args, f'{task}_settings'), bench.inits), {}
     for init in bench.inits:
-      grid = [bench.run(task, init, lr, steps, 0) for lr in learning_rates for steps in steps_grid]
-      chosen[init] = max(grid, key=lambda r: metric(names[0], r['predicted'], gold))['settings']
+      if init not in chosen:
+        grid = [bench.run(task, init, lr, steps, 0) for lr in learning_rates for steps in steps_grid]
+        chosen[init] = max(grid, key=lambda r: metric(names[0], r['predicted'], gold))['settings']
+        out[f'{task}/{init}/grid'] = [{**r['settings'], names[0]: metric(names[0], r['predicted'], gold)}
+                                      for r in grid]
       seeds[init] = [bench.run(task, init, chosen[init]['learning_rate'], chosen[init]['num_steps'], seed)
                      for seed in range(args.seeds)]
-      out[f'{task}/{init}/grid'] = [{**r['settings'], names[0]: metric(names[0], r['predicted'], gold)} for r in grid]
     table = [f'### {task.upper()} dev (n {len(gold):,}), {args.seeds} seeds per init', '',
-             '| init | setting (grid best, seed 0) | ' + ' | '.join(f'{n}: mean ± sd (seeds)' for n in names) +
+             '| init | setting (grid best, seed 0, or given) | ' +
+             ' | '.join(f'{n}: mean ± sd (seeds)' for n in names) +
              ' | seconds per run |', '|---|---|' + '---|' * len(names) + '---|']
     for init in bench.inits:
       cells = []
@@ -231,7 +281,9 @@ def main(argv=None) -> dict:
       table.append(f'Pretrained minus random, {name}: {p["difference"]:+.4f}, paired bootstrap SE {p["se"]:.4f} '
                    f'(z {p["z"]:+.1f}; 95% interval {p["interval"][0]:+.4f} to {p["interval"][1]:+.4f}); McNemar '
                    f'exact p per seed: {", ".join(f"{x:.3g}" for x in p["mcnemar_p"])}.')
-    table.append('')
+    table += ['', 'Seed-mean dev accuracy by how often the example\'s rarest piece occurs in the training examples:',
+              '',
+              *by_rarity(seeds, rarest_piece_counts(task, args.glue, bench.tokenizer), gold), '']
     table.append('Published, for scale: ' + '; '.join(f'{k}: {v}' for k, v in PUBLISHED[task].items()) + '.')
     report += [*table, '']
 

@@ -98,11 +98,29 @@ def test_the_bench_fine_tunes_both_inits_and_compares_them_on_the_same_dev_examp
     assert out[f'sst2/{init}/accuracy']['scores'] == pytest.approx(results)
   assert out['sst2/paired/accuracy']['difference'] == pytest.approx(
       out['sst2/pretrained/accuracy']['mean'] - out['sst2/random/accuracy']['mean'])
-  assert 'Pretrained minus random, accuracy' in (tmp_path / 'bench' / 'report.md').read_text()
+  report = (tmp_path / 'bench' / 'report.md').read_text()
+  assert 'Pretrained minus random, accuracy' in report
+  # Dev examples split by their rarest piece's count in training: 'never' counts those with a piece no training
+  # sentence has, computed here as a set difference; the four buckets hold all 40.
+  buckets = dict(re.findall(r'\| (never|1-4|5-19|20\+) \| (\d+) \|', report))
+  tokenizer = bench.Bench(bench.argparse.Namespace(init=pretrained, workdir=tmp_path)).tokenizer
+  read = lambda split: [line.split('\t')[0] for line in (glue_folder / 'SST-2' / f'{split}.tsv').read_text()
+                        .splitlines()[1:]]
+  seen = {p for ids in tokenizer.encode(read('train')) for p in ids}
+  assert int(buckets['never']) == sum(bool(set(ids) - seen) for ids in tokenizer.encode(read('dev')))
+  assert sum(map(int, buckets.values())) == 40
   # Run again: every run is finished, none is repeated, the same figures come out.
   before = {p: p.stat().st_mtime for p in (tmp_path / 'bench').glob('sst2/*/*/result.json')}
   assert bench.main(argv)['sst2/paired/accuracy'] == out['sst2/paired/accuracy']
   assert {p: p.stat().st_mtime for p in (tmp_path / 'bench').glob('sst2/*/*/result.json')} == before
+  # Settings an earlier grid chose skip the grid: with them, a new learning rate adds no run.
+  settled = bench.main([*argv[:4], '--learning_rates=1e-4', '--sst2_settings=pretrained:1e-3:8,random:0.001:8',
+                        *argv[5:]])
+  assert settled['sst2/paired/accuracy'] == out['sst2/paired/accuracy'] and 'sst2/random/grid' not in settled
+  assert sorted(p.relative_to(tmp_path / 'bench') for p in (tmp_path / 'bench').glob('sst2/*/*')) == runs
+  with pytest.raises(SystemExit) as refused:
+    bench.main([*argv, '--sst2_settings=pretrained:1e-3'])
+  assert refused.value.code == 2
 
 
 def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_and_glue, tmp_path, capsys):
