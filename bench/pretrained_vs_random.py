@@ -6,11 +6,12 @@ fine-tuned on GLUE tasks and compared on the same dev examples.
 
 For each task and each init (the checkpoint, and 'none': random weights of its shape and vocabulary):
   1. a grid on dev, seed 0: every --learning_rates value times every schedule length in the task's --steps (each
-     run keeps its best of four evaluated checkpoints, as finetune does); the init's best cell is its setting;
-     (or, for the inits --TASK_settings names, the setting an earlier grid chose);
+     run keeps its best of four evaluated checkpoints, as finetune does); the init's best cell is its setting (for
+     the inits --TASK_settings names, the setting an earlier grid chose, and no grid);
   2. --seeds seeds at that setting (the seed draws the head's initial weights, dropout and the example order);
   3. the paired comparison on the same dev examples: the difference of the seed-mean metric, its standard error
-     from a paired bootstrap over dev examples, and McNemar's exact test for each seed's pair of runs.
+     from a paired bootstrap over dev examples, and McNemar's exact test for each seed's pair of runs;
+  4. each init's dev accuracy split by how often the example's rarest piece occurs in the training examples.
 Then label efficiency on SST-2 (--train_examples): each init at its setting on 500, 2,000, 8,000 ... of the
 training examples (the same draw for both inits at one seed), at most --subset_epochs epochs, --seeds seeds.
 

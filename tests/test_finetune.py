@@ -1,6 +1,7 @@
 """The fine-tuning entry point: it starts from a pretraining workdir's best checkpoint, keeps the best checkpoint
 by dev, writes result.json and the leaderboards' files, resumes after SIGKILL exactly, and refuses bad setups
 before training."""
+import dataclasses
 import json
 import os
 import signal
@@ -209,6 +210,10 @@ def test_the_recipes_fine_tuning_config_fits_its_model_for_every_glue_task(task)
   assert config.task.name == task and config.train.batch_size == original.train.batch_size
   assert config.train.num_steps == min(original.train.num_steps, 3000)
   assert 0 < config.train.warmup_steps < config.train.num_steps and not config.task.test_predictions
+  # --config.init=none is the control: random weights of the recipe's shape, read with its vocabulary.
+  assert ModelConfig.from_config(config.model) == dataclasses.replace(
+      recipe, **{k: getattr(ModelConfig.from_config(config.model), k) for k in finetune.RUNTIME_FIELDS})
+  assert config.data.vocab == '/tmp/albert_wiki_books/vocab-30k.model'
 
 
 def test_the_recipes_fine_tuning_config_refuses_a_task_it_does_not_know_in_one_line():

@@ -15,6 +15,7 @@ import importlib.util
 import os
 
 from albert_jax.config import ConfigError
+from albert_jax.finetune import RUNTIME_FIELDS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLUE_TASKS = ('cola', 'sst2', 'mrpc', 'stsb', 'qqp', 'mnli', 'qnli', 'rte', 'wnli')
@@ -27,16 +28,25 @@ LEARNING_RATE = 1e-4
 MAX_STEPS = 3000
 
 
+def _load(name: str, path: str):
+  spec = importlib.util.spec_from_file_location(name, path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
 def get_config(arg='sst2'):
   task = arg or 'sst2'
   if task not in GLUE_TASKS:
     raise ConfigError(f'configs/finetune/wiki_books_cpu_hour.py:{task}: not a GLUE task; name one of '
                       f'{", ".join(GLUE_TASKS)} after the colon.')
-  spec = importlib.util.spec_from_file_location(f'{task}_config', os.path.join(HERE, f'{task}.py'))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+  config = _load(f'{task}_config', os.path.join(HERE, f'{task}.py')).get_config()
   config.init = '/tmp/albert_wiki_books/run'  # where docs/real_english.md's command trains it
+  # The recipe's shape and vocabulary, so that --config.init=none gives random weights of the checkpoint's shape
+  # (the control); the task config keeps the runtime settings, such as dropout, for both.
+  recipe = _load('recipe', os.path.join(HERE, '..', 'wiki_books_cpu_hour.py')).get_config()
+  config.model.update({k: v for k, v in recipe.model.items() if k not in RUNTIME_FIELDS})
+  config.data.vocab = recipe.data.vocab
   config.task.data = os.path.normpath(os.path.join(HERE, '..', '..', '..', 'shared', 'data', 'glue'))
   config.task.test_predictions = False  # GLUE's test files hold no labels; turn on to write leaderboard TSVs
   config.task.max_seq_length = 64 if task in SINGLE_SENTENCE else 128
