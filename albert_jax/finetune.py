@@ -27,12 +27,9 @@ from albert_jax.config import run_cli, validate_finetune
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import Tokenizer
 from albert_jax.downstream import builtin, glue, race, squad
-from albert_jax.model import ConfigError, ModelConfig
+from albert_jax.model import RUNTIME_FIELDS, ConfigError, ModelConfig
 from albert_jax.summary import training_flops_per_sequence
 
-# Settings of config.model that apply to a loaded model (its shape comes from the checkpoint).
-RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtype', 'remat', 'scan_unroll',
-                  'attention')
 
 
 TASKS = {**{name: glue.GlueTask for name in glue.GLUE}, 'race': race.RaceTask, 'squad_v1': squad.SquadTask,

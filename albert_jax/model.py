@@ -75,6 +75,12 @@ class ConfigError(ValueError):
   message names the problem and the fix. The command-line tools print it alone and exit with status 2."""
 
 
+# Settings of config.model that apply to a loaded model (its shape comes from the checkpoint): fine-tuning takes
+# them from its own config, and the random-weight control takes every other field from the checkpoint's.
+RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtype', 'remat', 'scan_unroll',
+                  'attention')
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """The model's shape and numerics. Field names are those of `config.model` (DESIGN.md).

@@ -59,10 +59,9 @@ PUBLISHED = {'sst2': {'BERT-Tiny (2/128), pretrained, test': 'accuracy 83.2',
 BOOTSTRAP = 10_000
 
 
-def random_init_flags(init: str) -> list:
-  """The flags that make init 'none' the checkpoint's shape with its vocabulary (its runtime settings, such as
-  dropout, come from the fine-tuning config for both inits)."""
-  pretrained = json.loads((paths.path(init) / 'config.json').read_text())
+def random_init_flags(pretrained: dict) -> list:
+  """The flags that make init 'none' the shape of the checkpoint whose config.json is `pretrained`, with its
+  vocabulary (its runtime settings, such as dropout, come from the fine-tuning config for both inits)."""
   shape = {k: v for k, v in pretrained['model'].items() if k not in finetune.RUNTIME_FIELDS}
   out = [f'--config.model.{k}={v}' for k, v in shape.items()]
   out.append(f'--config.data.vocab={pretrained["data"]["vocab"]}')
@@ -75,11 +74,11 @@ class Bench:
 
   def __init__(self, args):
     self.args, self.root = args, paths.path(args.workdir)
+    pretrained = json.loads((paths.path(args.init) / 'config.json').read_text())
     # The checkpoint's vocabulary, as it was pretrained with ('builtin' included).
-    self.tokenizer = pipeline.load_tokenizer(ml_collections.ConfigDict(
-        json.loads((paths.path(args.init) / 'config.json').read_text())))
-    self.inits = {'pretrained': [f'--config.init={args.init}'], 'random': ['--config.init=none',
-                                                                           *random_init_flags(args.init)]}
+    self.tokenizer = pipeline.load_tokenizer(ml_collections.ConfigDict(pretrained))
+    self.inits = {'pretrained': [f'--config.init={args.init}'],
+                  'random': ['--config.init=none', *random_init_flags(pretrained)]}
 
   def run(self, task: str, init: str, lr: float, steps: int, seed: int, examples: int = 0) -> dict:
     """One fine-tuning run (or its result from before): result.json, plus its dev predictions and wall time."""
@@ -120,16 +119,9 @@ def task_config(task: str, folder: str):
   return config
 
 
-def read_task(task: str, folder: str) -> tuple:
-  """(the dev labels, the number of training examples) of `task` in the GLUE folder."""
-  splits = finetune.make_task(task_config(task, folder)).splits()
-  return np.array([e.label for e in splits['dev'][0]]), len(splits['train'][0])
-
-
-def rarest_piece_counts(task: str, folder: str, tokenizer) -> np.ndarray:
+def rarest_piece_counts(splits: dict, tokenizer) -> np.ndarray:
   """For each dev example, how often its rarest piece occurs in the training examples: where fine-tuning never
   saw a piece, only pretraining can have taught the model what it means."""
-  splits = finetune.make_task(task_config(task, folder)).splits()
   pieces = lambda e: tokenizer.encode([e.text_a] + ([e.text_b] if e.text_b is not None else []))
   counts = collections.Counter(p for e in splits['train'][0] for text in pieces(e) for p in set(text))
   return np.array([min((counts[p] for text in pieces(e) for p in text), default=0) for e in splits['dev'][0]])
@@ -247,7 +239,8 @@ def main(argv=None) -> dict:
   bench, report, out = Bench(args), [], {}
   learning_rates = [float(x) for x in args.learning_rates.split(',')]
   for task in args.tasks.split(','):
-    gold, train_count = read_task(task, args.glue)
+    splits = finetune.make_task(task_config(task, args.glue)).splits()
+    gold, train_count = np.array([e.label for e in splits['dev'][0]]), len(splits['train'][0])
     names = TASKS[task]['metrics']
     steps_grid = [int(x) for x in getattr(args, f'{task}_steps').split(',')]
     print(f'{task}: grid of {len(learning_rates)} learning rates x {len(steps_grid)} schedules per init, then '
@@ -284,7 +277,7 @@ def main(argv=None) -> dict:
                    f'exact p per seed: {", ".join(f"{x:.3g}" for x in p["mcnemar_p"])}.')
     table += ['', 'Seed-mean dev accuracy by how often the example\'s rarest piece occurs in the training examples:',
               '',
-              *by_rarity(seeds, rarest_piece_counts(task, args.glue, bench.tokenizer), gold), '']
+              *by_rarity(seeds, rarest_piece_counts(splits, bench.tokenizer), gold), '']
     table.append('Published, for scale: ' + '; '.join(f'{k}: {v}' for k, v in PUBLISHED[task].items()) + '.')
     report += [*table, '']
 

@@ -15,7 +15,7 @@ import importlib.util
 import os
 
 from albert_jax.config import ConfigError
-from albert_jax.finetune import RUNTIME_FIELDS
+from albert_jax.model import RUNTIME_FIELDS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLUE_TASKS = ('cola', 'sst2', 'mrpc', 'stsb', 'qqp', 'mnli', 'qnli', 'rte', 'wnli')
