@@ -123,7 +123,8 @@ def rarest_piece_counts(splits: dict, tokenizer) -> np.ndarray:
   """For each dev example, how often its rarest piece occurs in the training examples: where fine-tuning never
   saw a piece, only pretraining can have taught the model what it means."""
   pieces = lambda e: tokenizer.encode([e.text_a] + ([e.text_b] if e.text_b is not None else []))
-  counts = collections.Counter(p for e in splits['train'][0] for text in pieces(e) for p in set(text))
+  # Counted once per training example: a pair holding a piece in both sentences counts it once.
+  counts = collections.Counter(p for e in splits['train'][0] for p in {p for text in pieces(e) for p in text})
   return np.array([min((counts[p] for text in pieces(e) for p in text), default=0) for e in splits['dev'][0]])
 
 
