@@ -158,6 +158,12 @@ def main(argv=None) -> dict:
     print(f'| {r["seed"]} | {o["accuracy"]:.4f} ({o["best_step"]}) | {h["accuracy"]:.4f} ({h["best_step"]}) | '
           f'{r["mcnemar_p"]:.3g} | {o["examples_per_sec"]:.0f} | {h["examples_per_sec"]:.0f} | '
           f'{o["examples_per_sec"] / h["examples_per_sec"]:.2f}x |')
+  if len(rows) > 1:
+    def spread(side: str, key: str, digits: int) -> str:
+      values = [r[side][key] for r in rows]
+      return f'{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}'
+    print(f'mean ± sd over {len(rows)} seeds: ours {spread("ours", "accuracy", 4)}, HF {spread("hf", "accuracy", 4)}; '
+          f'examples/s ours {spread("ours", "examples_per_sec", 0)}, HF {spread("hf", "examples_per_sec", 0)}')
   (root / 'peer.json').write_text(json.dumps(rows, indent=2) + '\n')
   return {'rows': rows}
 

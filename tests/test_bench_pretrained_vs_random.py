@@ -100,6 +100,12 @@ def test_the_bench_fine_tunes_both_inits_and_compares_them_on_the_same_dev_examp
       out['sst2/pretrained/accuracy']['mean'] - out['sst2/random/accuracy']['mean'])
   report = (tmp_path / 'bench' / 'report.md').read_text()
   assert 'Pretrained minus random, accuracy' in report
+  # The majority floor: the most frequent training label, counted here from the files, scored on dev.
+  labels = {split: [line.split('\t')[1] for line in (glue_folder / 'SST-2' / f'{split}.tsv').read_text()
+                    .splitlines()[1:]] for split in ('train', 'dev')}
+  label = max(set(labels['train']), key=labels['train'].count)
+  assert out['sst2/majority'] == {'label': label, 'accuracy': pytest.approx(labels['dev'].count(label) / 40)}
+  assert f"Always the majority training label ('{label}'): accuracy {labels['dev'].count(label) / 40:.4f}." in report
   # Dev examples split by their rarest piece's count in training: 'never' counts those with a piece no training
   # sentence has, computed here as a set difference; the four buckets hold all 40.
   buckets = dict(re.findall(r'\| (never|1-4|5-19|20\+) \| (\d+) \|', report))
@@ -126,7 +132,7 @@ def test_the_bench_fine_tunes_both_inits_and_compares_them_on_the_same_dev_examp
 def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_and_glue, tmp_path, capsys):
   pretrained, glue_folder = pretrained_and_glue
   out = import_bench('finetune_peer').main([f'--init={pretrained}', f'--glue={glue_folder}', '--steps=20',
-                                            '--learning_rate=1e-3', f'--workdir={tmp_path}'])
+                                            '--learning_rate=1e-3', '--seeds=2', f'--workdir={tmp_path}'])
   row = out['rows'][0]
   # Ours is the fine-tuning run a user gets: its accuracy is that of its predictions against the dev file's labels.
   gold = [line.split('\t')[1] for line in (glue_folder / 'SST-2' / 'dev.tsv').read_text().splitlines()[1:]]
@@ -135,7 +141,11 @@ def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_an
   assert {row['ours']['best_step'], row['hf']['best_step']} <= {5, 10, 15, 20}
   assert 0 <= row['hf']['accuracy'] <= 1 and 0 < row['mcnemar_p'] <= 1
   assert row['ours']['examples_per_sec'] > 0 and row['hf']['examples_per_sec'] > 0
-  assert '| seed | ours: dev accuracy (step) | HF: dev accuracy (step)' in capsys.readouterr().out
+  printed = capsys.readouterr().out
+  assert '| seed | ours: dev accuracy (step) | HF: dev accuracy (step)' in printed
+  # Over seeds: each side's mean and sample sd of its rows' accuracies.
+  ours_seeds = [r['ours']['accuracy'] for r in out['rows']]
+  assert f'ours {np.mean(ours_seeds):.4f} ± {np.std(ours_seeds, ddof=1):.4f}, HF' in printed
 
 
 @pytest.fixture(scope='module')
