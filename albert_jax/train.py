@@ -155,8 +155,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       report = {**step_lib.rates(step_metrics.pop('sums')), **step_metrics, **progress.report(step),
                 **metrics.memory_in_use()}
       writer.scalars(step, report)
+      # The sentence task's accuracy under its own name; a run without one has an untrained head, not worth a figure.
+      task = config.data.sentence_task
+      pairs = f'{task}_acc {report["sop_accuracy"]:.3f}  ' if task != 'none' else ''
       say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc {report["mlm_accuracy"]:.3f}  '
-          f'sop_acc {report["sop_accuracy"]:.3f}  {metrics.Progress.line(report)}')
+          f'{pairs}{metrics.Progress.line(report)}')
     is_last = step == config.train.num_steps
     if step % config.train.eval_every == 0 or is_last:
       eval_metrics = evaluate(state['params'])

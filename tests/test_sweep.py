@@ -2,6 +2,7 @@
 evaluation, collected into a table and a PNG plot."""
 import json
 import pathlib
+import re
 
 from absl import flags
 from ml_collections import config_flags
@@ -74,6 +75,12 @@ def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, 
   for task in ('nsp', 'sop'):
     result = json.loads((root / f'sentence_task={task}' / 'result.json').read_text())
     assert result['step'] == 3
+    # The console names the sentence task the run trains (an NSP run's accuracy is not SOP's).
+    log = (root / f'sentence_task={task}' / 'train.log').read_text()
+    other = {'nsp': 'sop', 'sop': 'nsp'}[task]
+    steps = [line for line in log.splitlines() if re.match(r'step \d+/3  ', line)]
+    assert re.match(rf'step 3/3  loss [\d.]+  mlm_acc [\d.]+  {task}_acc [\d.]+  ', steps[-1]), steps
+    assert not [line for line in steps if f' {other}_acc ' in line], steps
     evaluated = json.loads((root / f'sentence_task={task}' / 'eval-sop.json').read_text())
     assert evaluated['step'] == 3
     if task == 'sop':  # the same checkpoint on the same held-out batches: the training run's own final figures
