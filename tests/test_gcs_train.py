@@ -90,13 +90,14 @@ def test_pod_command_in_a_bucket_killed_damaged_and_resumed_equals_the_local_run
   step = max(int(f.name) for f in paths.path(f'{workdir}/checkpoints').iterdir()
              if f.name.isdigit() and (f / 'commit_success.txt').exists())
 
-  # That checkpoint damaged in the bucket as a preempted copy might leave it: three array files cut short. The
-  # three largest: most files under d/ are small b-tree nodes that a later commit of the same save superseded, so
-  # that no restore reads them (how many depends on how the writes were batched), while arrays live in the large ones.
+  # That checkpoint damaged in the bucket as a preempted copy might leave it: its array files cut short. Only the
+  # large files under d/: most small ones are b-tree nodes that a later commit of the same save superseded, which no
+  # restore reads, and how the arrays are split among files depends on how the writes were batched (one run: five
+  # files of 17 kB to 2.3 MB; another: the third largest was 1.2 kB). The largest always holds array data.
   newest = paths.path(f'{workdir}/checkpoints/{step}')
   contents = {f: (newest / f).read_bytes() for f in paths.files_under(newest) if '/ocdbt.process_0/d/' in f}
-  data_files = sorted(contents, key=lambda f: len(contents[f]))[-3:]
-  assert len(data_files) == 3 and min(len(contents[f]) for f in data_files) > 10_000, contents.keys()
+  data_files = [f for f in contents if len(contents[f]) > 10_000]
+  assert data_files, {f: len(b) for f, b in contents.items()}
   for name in data_files:
     (newest / name).write_bytes(contents[name][:10])
 
