@@ -4,6 +4,8 @@ configs/*.py start from `defaults()` and change what their model needs; `--confi
 applied by ml_collections afterwards, so `validate` runs on the final config, before anything is built.
 """
 import dataclasses
+import importlib.util
+import os
 import sys
 
 import ml_collections
@@ -161,6 +163,15 @@ def _check_train(train: ml_collections.ConfigDict, positive: tuple) -> None:
     raise ConfigError(f'config.train: warmup_steps ({train.warmup_steps}) must be below num_steps '
                       f'({train.num_steps}) and learning_rate positive.')
 
+
+
+def from_file(path, arg=None) -> ml_collections.ConfigDict:
+  """The config that the file at `path` (configs/*.py) builds, as `--config=path:arg` would: for config files that
+  start from another one, and for benches that load several."""
+  spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config() if arg is None else module.get_config(arg)
 
 
 def run_cli(main) -> None:

@@ -31,7 +31,6 @@ from albert_jax.model import RUNTIME_FIELDS, ConfigError, ModelConfig
 from albert_jax.summary import training_flops_per_sequence
 
 
-
 TASKS = {**{name: glue.GlueTask for name in glue.GLUE}, 'race': race.RaceTask, 'squad_v1': squad.SquadTask,
          'squad_v2': squad.SquadTask, 'builtin': builtin.BuiltinTask}
 

@@ -57,10 +57,10 @@ from etils import epath  # noqa: E402
 from albert_jax import accelerators, aot, sharding  # noqa: E402
 from albert_jax import model as model_lib  # noqa: E402
 from albert_jax import step as step_lib  # noqa: E402
-from albert_jax.config import validate  # noqa: E402
+from albert_jax.config import from_file, validate  # noqa: E402
 from albert_jax.model import ConfigError, ModelConfig  # noqa: E402
 from albert_jax.summary import training_flops_per_sequence  # noqa: E402
-from train_throughput import load_config, make_batch, time_interleaved  # noqa: E402
+from train_throughput import make_batch, time_interleaved  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Table 3 of the paper: training throughput relative to BERT-xlarge, sequences of 512.
@@ -92,14 +92,14 @@ class Suite:
 
 def paper_suite() -> Suite:
   names = ('base', 'large', 'xlarge', 'xxlarge', 'bert_base', 'bert_large', 'bert_xlarge')
-  return Suite({name: load_config(str(ROOT / 'configs' / f'{name}.py')) for name in names}, (512, 128),
+  return Suite({name: from_file(str(ROOT / 'configs' / f'{name}.py')) for name in names}, (512, 128),
                'bert_xlarge', 'xxlarge', 'base')
 
 
 def smoke_suite() -> Suite:
   """Two ALBERT shapes and a BERT shape (E = H, nothing shared) at H 64, from configs/tiny.py."""
   def tiny(**model):
-    config = load_config(str(ROOT / 'configs' / 'tiny.py'))
+    config = from_file(str(ROOT / 'configs' / 'tiny.py'))
     config.model.update(vocab_size=512, hidden_size=64, intermediate_size=128, num_heads=2, **model)
     return config
   return Suite({'tiny_albert': tiny(embedding_size=32, num_layers=2),

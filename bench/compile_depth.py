@@ -5,7 +5,6 @@
 Prints one line per depth: seconds to lower and compile, size of the optimized program, ratio to the first.
 """
 import argparse
-import importlib.util
 import time
 
 import flax.linen as nn
@@ -13,15 +12,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from albert_jax.config import validate
+from albert_jax.config import from_file, validate
 from albert_jax.model import Albert, abstract_params
-
-
-def load_config(path):
-  spec = importlib.util.spec_from_file_location('config', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def compile_seconds(config, layers, batch, seq_len):
@@ -53,7 +45,7 @@ def main():
   print(f'{jax.devices()[0].platform}: {args.config}, batch {args.batch} x {args.seq_len}')
   first = None
   for layers in map(int, args.layers.split(',')):
-    seconds, size = compile_seconds(load_config(args.config), layers, args.batch, args.seq_len)
+    seconds, size = compile_seconds(from_file(args.config), layers, args.batch, args.seq_len)
     first = first or seconds
     print(f'  {layers:3d} layers: compile {seconds:6.2f} s   program {size:8,d} chars   x{seconds / first:.2f}',
           flush=True)

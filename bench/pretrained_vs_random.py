@@ -22,7 +22,6 @@ label_efficiency.png under --workdir and prints the report.
 """
 import argparse
 import collections
-import importlib.util
 import io
 import json
 import math
@@ -38,8 +37,10 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from albert_jax import finetune, paths  # noqa: E402
+from albert_jax.config import from_file  # noqa: E402
 from albert_jax.data import pipeline  # noqa: E402
 from albert_jax.downstream import glue  # noqa: E402
+from albert_jax.model import RUNTIME_FIELDS  # noqa: E402
 
 # Per task: the config file, the sequence length (SST-2's sentences are short: 64 keeps 99% whole), the schedule
 # lengths of the grid, and the metrics reported (the first picks settings and checkpoints, as the config does).
@@ -62,7 +63,7 @@ BOOTSTRAP = 10_000
 def random_init_flags(pretrained: dict) -> list:
   """The flags that make init 'none' the shape of the checkpoint whose config.json is `pretrained`, with its
   vocabulary (its runtime settings, such as dropout, come from the fine-tuning config for both inits)."""
-  shape = {k: v for k, v in pretrained['model'].items() if k not in finetune.RUNTIME_FIELDS}
+  shape = {k: v for k, v in pretrained['model'].items() if k not in RUNTIME_FIELDS}
   out = [f'--config.model.{k}={v}' for k, v in shape.items()]
   out.append(f'--config.data.vocab={pretrained["data"]["vocab"]}')
   if pretrained['data'].get('tfds_data_dir'):
@@ -111,10 +112,7 @@ class Bench:
 
 def task_config(task: str, folder: str):
   """The task's config file, reading the GLUE folder, with no test predictions and the bench's sequence length."""
-  spec = importlib.util.spec_from_file_location('config', REPO / TASKS[task]['config'])
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+  config = from_file(REPO / TASKS[task]['config'])
   config.task.update(data=folder, test_predictions=False, max_seq_length=TASKS[task]['max_seq_length'])
   return config
 

@@ -14,7 +14,6 @@ evaluation. Prints each one's held-out MLM accuracy at equal time, how long ours
 (interpolated between evaluations), and the target: at most 0.7 of the time. Needs the [hf] extra.
 """
 import argparse
-import importlib.util
 import json
 import os
 import tempfile
@@ -26,17 +25,10 @@ import numpy as np
 
 from albert_jax import interop, paths, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import validate
+from albert_jax.config import from_file, validate
 from albert_jax.data import pipeline
 
 TARGET = 0.7  # ours reaches HF's final accuracy in at most this share of the time
-
-
-def load_config(path: str):
-  spec = importlib.util.spec_from_file_location('config', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
 
 
 def schedule_steps(seconds_per_step: float, budget: float, warmup_share: float) -> tuple:
@@ -197,7 +189,7 @@ def main():
   parser.add_argument('--eval_batches', type=int, help="held-out batches per source (default: the config's)")
   parser.add_argument('--output', help='write the curves here as JSON')
   args = parser.parse_args()
-  config = load_config(args.config)
+  config = from_file(args.config)
   if args.eval_batches:
     config.train.eval_batches = args.eval_batches
   budget, threads = args.minutes * 60, os.cpu_count()

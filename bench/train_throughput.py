@@ -10,7 +10,6 @@ Reports the median step, tokens/s, the ratio, and each framework's MFU against i
 The last line is `ratio: N.NNx HF tokens/s ...`. Needs the [hf] extra.
 """
 import argparse
-import importlib.util
 import os
 import statistics
 import time
@@ -23,7 +22,7 @@ import optax
 
 from albert_jax import metrics, optim
 from albert_jax.step import losses
-from albert_jax.config import validate
+from albert_jax.config import from_file, validate
 from albert_jax.model import Albert, init_params
 from albert_jax.summary import training_flops_per_sequence
 
@@ -118,13 +117,6 @@ def torch_matmul_flops(size: int = 2048, repeats: int = 5) -> float:
   return 2 * size ** 3 * repeats / (time.perf_counter() - start)
 
 
-def load_config(path: str):
-  spec = importlib.util.spec_from_file_location('config', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
-
-
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--config', default='configs/base.py', help='any config file; its model is measured')
@@ -136,7 +128,7 @@ def main():
   parser.add_argument('--scan_unroll', type=int, help="model.scan_unroll; default: the config's, or num_layers for "
                       'a config made for pods (unrolled is the fastest setting on a CPU; 1 is the TPU default)')
   args = parser.parse_args()
-  config = load_config(args.config)
+  config = from_file(args.config)
   for_pods = config.train.batch_size > 64
   batch_size = args.batch or (8 if for_pods else config.train.batch_size)
   seq_len = args.seq_len or (128 if for_pods else config.data.max_seq_length)

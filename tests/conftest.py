@@ -21,11 +21,8 @@ def tfds_dir(tmp_path_factory):
 def load_config(relative_path: str, *arg):
   """get_config() of a config file of the repository, e.g. 'configs/tiny.py', with its argument if given (what
   --config=FILE.py:ARG passes)."""
-  import importlib.util
-  spec = importlib.util.spec_from_file_location('config', ROOT / relative_path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config(*arg)
+  from albert_jax.config import from_file
+  return from_file(ROOT / relative_path, *arg)
 
 
 @pytest.fixture(scope='session')

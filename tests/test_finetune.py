@@ -22,7 +22,7 @@ from albert_jax import checkpoint, finetune, interop, train
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.interop import CheckpointError
 from albert_jax.config import validate_finetune
-from albert_jax.model import ConfigError, ModelConfig
+from albert_jax.model import RUNTIME_FIELDS, ConfigError, ModelConfig
 from conftest import ROOT, load_config
 from test_downstream_data import mnli_folder, race_folder, write_tsv
 from test_interop import hf_logits, hf_model, inputs, our_logits
@@ -212,7 +212,7 @@ def test_the_recipes_fine_tuning_config_fits_its_model_for_every_glue_task(task)
   assert 0 < config.train.warmup_steps < config.train.num_steps and not config.task.test_predictions
   # --config.init=none is the control: random weights of the recipe's shape, read with its vocabulary.
   assert ModelConfig.from_config(config.model) == dataclasses.replace(
-      recipe, **{k: getattr(ModelConfig.from_config(config.model), k) for k in finetune.RUNTIME_FIELDS})
+      recipe, **{k: getattr(ModelConfig.from_config(config.model), k) for k in RUNTIME_FIELDS})
   assert config.data.vocab == '/tmp/albert_wiki_books/vocab-30k.model'
 
 

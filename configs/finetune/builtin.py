@@ -3,23 +3,16 @@ swapped? Made from the documents the quickstart's pretraining holds out; runs in
 
 COMMAND: python -m albert_jax.finetune --config=configs/finetune/builtin.py --config.init=/tmp/albert_tiny --workdir=/tmp/albert_tiny_builtin
 """
-import importlib.util
 import pathlib
 
-from albert_jax.config import finetune_defaults
-
-
-def _tiny_model():
-  spec = importlib.util.spec_from_file_location('tiny', pathlib.Path(__file__).parents[1] / 'tiny.py')
-  tiny = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(tiny)
-  return tiny.get_config().model
+from albert_jax.config import finetune_defaults, from_file
 
 
 def get_config(arg=None):
   del arg
   config = finetune_defaults()
-  config.model = _tiny_model()  # the shape of --config.init=none, the control: the quickstart's
+  # The shape of --config.init=none, the control: the quickstart's.
+  config.model = from_file(pathlib.Path(__file__).parents[1] / 'tiny.py').model
   config.data.vocab = 'builtin'
   config.task.name = 'builtin'
   config.task.data = 'builtin'

@@ -11,10 +11,9 @@ steps.
 task.data defaults to the GLUE sample next to the repository (../shared/data/glue, SST-2 and MRPC); point it at your
 GLUE download (the folder holding RTE/, CoLA/, ...) for the others.
 """
-import importlib.util
 import os
 
-from albert_jax.config import ConfigError
+from albert_jax.config import ConfigError, from_file
 from albert_jax.model import RUNTIME_FIELDS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,23 +29,16 @@ LEARNING_RATE = 1e-4
 MAX_STEPS = 3000
 
 
-def _load(name: str, path: str):
-  spec = importlib.util.spec_from_file_location(name, path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
 def get_config(arg='sst2'):
   task = arg or 'sst2'
   if task not in GLUE_TASKS:
     raise ConfigError(f'configs/finetune/wiki_books_cpu_hour.py:{task}: not a GLUE task; name one of '
                       f'{", ".join(GLUE_TASKS)} after the colon.')
-  config = _load(f'{task}_config', os.path.join(HERE, f'{task}.py')).get_config()
+  config = from_file(os.path.join(HERE, f'{task}.py'))
   config.init = '/tmp/albert_wiki_books/run'  # where docs/real_english.md's command trains it
   # The recipe's shape and vocabulary, so that --config.init=none gives random weights of the checkpoint's shape
   # (the control); the task config keeps the runtime settings, such as dropout, for both.
-  recipe = _load('recipe', os.path.join(HERE, '..', 'wiki_books_cpu_hour.py')).get_config()
+  recipe = from_file(os.path.join(HERE, '..', 'wiki_books_cpu_hour.py'))
   config.model.update({k: v for k, v in recipe.model.items() if k not in RUNTIME_FIELDS})
   config.data.vocab = recipe.data.vocab
   config.task.data = os.path.normpath(os.path.join(HERE, '..', '..', '..', 'shared', 'data', 'glue'))
