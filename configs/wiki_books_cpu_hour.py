@@ -30,14 +30,14 @@ def get_config(arg=None):
   config.data.max_predictions_per_seq = 20
   config.data.eval_fraction = 0.01  # 123 articles and 48 book parts held out
   config.train.batch_size = 64
-  # 1.05 s a step on 2026-11-25, a slow day for these machines (H 256 took 2.0 s a step that day, 1.33 the day
-  # before): 53 minutes of steps, and the start and 6 evaluations, in 56.
+  # 1.03 s a step on 2026-11-25, a slow day for these machines (H 256 took 2.0 s a step that day, 1.33 the day
+  # before): 52 minutes of steps, and the start and 6 evaluations, in 55.4.
   config.train.num_steps = 3_000
   config.train.learning_rate = 1e-2
   config.train.warmup_steps = 320
   config.train.log_every = 50
   config.train.eval_every = 500
-  config.train.eval_batches = 8  # per source: 1,024 held-out instances of each, about 20,000 masked pieces
+  config.train.eval_batches = 8  # per source: 512 held-out instances of each, 16,502 masked pieces in all
   config.train.checkpoint_every = 500
   config.train.fill_mask_text = 'The river flows through the city and into the sea.'
   config.train.fill_mask_word = 'sea'
