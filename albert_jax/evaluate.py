@@ -35,7 +35,8 @@ def evaluate_run(config, workdir, devices=None) -> dict:
                                         jax.process_count())
   result = {'step': step, 'sentence_task': config.data.sentence_task,
             **{k: int(v) if k.endswith('_count') else float(v)
-               for k, v in step_lib.evaluate(program, state['params'], held_out, mesh).items()}}
+               for k, v in step_lib.evaluate(program, state['params'], held_out, mesh,
+                                             config.data.sentence_task).items()}}
   if jax.process_index() == 0:
     (workdir / f'eval-{config.data.sentence_task}.json').write_text(json.dumps(result, indent=2) + '\n')
   return result

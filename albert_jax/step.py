@@ -128,10 +128,11 @@ def make_program(model: nn.Module, init: Callable, loss: Callable, evaluate_batc
       eval_step=jax.jit(evaluate_batch, in_shardings=(params_sharding, batch_sharding), out_shardings=replicated))
 
 
-def evaluate(program: Program, params, held_out: dict, mesh) -> dict:
+def evaluate(program: Program, params, held_out: dict, mesh, sentence_task: str) -> dict:
   """Held-out metrics over each set of batches in `held_out` (pipeline.held_out_sets), summed before dividing.
 
-  'sop' (the run's own sentence task) gives eval_mlm_* and eval_sop_*; with several sources, the sets 'sop/<label>'
+  'sop' (the run's own sentence task) gives eval_mlm_* and eval_sop_* (no eval_sop_* under sentence_task 'none':
+  its instances are single segments, all labelled 0, so an accuracy on them measures nothing); with several sources, the sets 'sop/<label>'
   give those over all of them together and eval_<label>_mlm_* for each; every other set gives its sentence accuracy
   as eval_<name>_*. Each accuracy comes with its count and its majority rate (the share of the commoner label: what
   always guessing it would score)."""
@@ -151,8 +152,9 @@ def evaluate(program: Program, params, held_out: dict, mesh) -> dict:
       own = totals if own is None else {k: own[k] + totals[k] for k in totals}
     else:
       metrics.update(_sentence_metrics(totals, name))
-  metrics.update({k: v for k, v in rates(own, 'eval_').items() if 'mlm' in k}, eval_mlm_count=int(own['mlm_count']),
-                 **_sentence_metrics(own, 'sop'))
+  metrics.update({k: v for k, v in rates(own, 'eval_').items() if 'mlm' in k}, eval_mlm_count=int(own['mlm_count']))
+  if sentence_task != 'none':
+    metrics.update(_sentence_metrics(own, 'sop'))
   return metrics
 
 

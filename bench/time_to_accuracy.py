@@ -63,7 +63,8 @@ class Ours:
     jax.block_until_ready(metrics['loss'])
 
   def evaluate(self) -> dict:
-    found = step_lib.evaluate(self.program, self.state['params'], self.held_out, self.mesh)
+    found = step_lib.evaluate(self.program, self.state['params'], self.held_out, self.mesh,
+                              self.config.data.sentence_task)
     return {k[len('eval_'):]: float(v) for k, v in found.items() if k.endswith('mlm_accuracy')}
 
 

@@ -207,8 +207,10 @@ def report(sweep: dict, runs: list, root: paths.Path) -> str:
   head = ['run', *columns, *[f'paper {c}' for c in paper_columns]]
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for r in rows:
+    # A finished run without a metric has none to give (no eval_sop_* under sentence_task 'none'): n/a.
     cells = [r['run']] + [(f'{r[c]:.4f}' + (f' (majority {r[c + "_majority"]:.3f})' if c + '_majority' in r else ''))
-                          if c in r else 'not run' for c in columns]
+                          if c in r else 'n/a' if c in METRICS and 'eval_mlm_accuracy' in r else 'not run'
+                          for c in columns]
     cells += [str(paper.get(r['run'], {}).get(c, '')) for c in paper_columns]
     lines.append('| ' + ' | '.join(cells) + ' |')
   table = '\n'.join(lines)
@@ -234,8 +236,9 @@ def plot(sweep: dict, rows: list, accuracies: list, root: paths.Path) -> None:
     width = 0.4 if column in paper_of else 0.8
     values = [r.get(column, 0.0) for r in rows]
     ax.bar([i - width / 2 * (column in paper_of) for i in x], values, width, color='tab:blue', label='ours')
-    for i, v in zip(x, values):
-      ax.text(i - width / 2 * (column in paper_of), v, f'{v:.3f}', ha='center', va='bottom', fontsize=7)
+    for i, v, r in zip(x, values, rows):
+      ax.text(i - width / 2 * (column in paper_of), v, f'{v:.3f}' if column in r else 'n/a', ha='center',
+              va='bottom', fontsize=7)
     if column in paper_of:
       theirs = [sweep['paper'].get(r['run'], {}).get(paper_of[column], 0) / 100 for r in rows]
       ax.bar([i + width / 2 for i in x], theirs, width, color='tab:gray', label=f'paper ({paper_of[column]})')

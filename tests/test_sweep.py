@@ -67,38 +67,44 @@ def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, 
   finetune = (f'configs/finetune/builtin.py --config.data.tfds_data_dir={tiny_config.data.tfds_data_dir} '
               '--config.train.num_steps=4 --config.train.warmup_steps=1 --config.train.checkpoint_every=2 '
               '--config.train.batch_size=8')
-  spec.write_text("CONFIG = 'configs/tiny.py'\nSWEEP = {'data.sentence_task': ['nsp', 'sop']}\n"
+  spec.write_text("CONFIG = 'configs/tiny.py'\nSWEEP = {'data.sentence_task': ['none', 'nsp', 'sop']}\n"
                   f"EVALUATE = [{{'data.sentence_task': 'sop'}}]\nFINETUNE = [{finetune!r}]\n")
   root = tmp_path / 'runs'
   sweep.main([f'--sweep={spec}', f'--workdir={root}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
               *SHRINK])
-  for task in ('nsp', 'sop'):
+  for task in ('none', 'nsp', 'sop'):
     result = json.loads((root / f'sentence_task={task}' / 'result.json').read_text())
     assert result['step'] == 3
-    # The console names the sentence task the run trains (an NSP run's accuracy is not SOP's).
+    # The console names the sentence task the run trains (an NSP run's accuracy is not SOP's); a run without one
+    # gives no sentence figure for its own instances (single segments, all labelled 0), in the log or the result.
     log = (root / f'sentence_task={task}' / 'train.log').read_text()
-    other = {'nsp': 'sop', 'sop': 'nsp'}[task]
     steps = [line for line in log.splitlines() if re.match(r'step \d+/3  ', line)]
-    assert re.match(rf'step 3/3  loss [\d.]+  mlm_acc [\d.]+  {task}_acc [\d.]+  ', steps[-1]), steps
-    assert not [line for line in steps if f' {other}_acc ' in line], steps
+    named = f'  {task}_acc [\\d.]+' if task != 'none' else ''
+    assert re.match(rf'step 3/3  loss [\d.]+  mlm_acc [\d.]+{named}  [\d.]+ steps/s', steps[-1]), steps
+    assert not [line for line in steps if re.search(r' (sop|nsp)_acc ', line) and f' {task}_acc ' not in line]
+    held_out = [line for line in log.splitlines() if ' held-out: ' in line]
+    assert held_out and all(('sop_accuracy' in line) == (task != 'none') for line in held_out), held_out
+    assert ('eval_sop_accuracy' in result) == (task != 'none')
     evaluated = json.loads((root / f'sentence_task={task}' / 'eval-sop.json').read_text())
     assert evaluated['step'] == 3
     if task == 'sop':  # the same checkpoint on the same held-out batches: the training run's own final figures
       assert evaluated['eval_mlm_accuracy'] == pytest.approx(result['eval_mlm_accuracy'], abs=1e-6)
       assert evaluated['eval_sop_accuracy'] == pytest.approx(result['eval_sop_accuracy'], abs=1e-6)
+  none = json.loads((root / 'sentence_task=none' / 'result.json').read_text())
   table = (root / 'report.md').read_text().splitlines()
   assert table[0] == ('| run | eval_mlm_accuracy | eval_sop_accuracy | eval_swap_accuracy | eval_random_accuracy '
                       '| eval_mlm_loss | sop_accuracy | sop_mlm_accuracy | finetune_builtin | finetune_average |')
-  assert table[3].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f} | '
+  assert table[2].startswith(f'| sentence_task=none | {none["eval_mlm_accuracy"]:.4f} | n/a | '), table[2]
+  assert table[4].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f} | '
                              f'{result["eval_sop_accuracy"]:.4f} (majority {result["eval_sop_majority"]:.3f}) | '
                              f'{result["eval_swap_accuracy"]:.4f} (majority 0.500) |')
   # A loss has no majority rate; the follow-up evaluation's MLM is the sop run's own (same held-out instances).
   assert f'| {result["eval_mlm_loss"]:.4f} | {result["eval_sop_accuracy"]:.4f} (majority ' \
-         f'{result["eval_sop_majority"]:.3f}) | {result["eval_mlm_accuracy"]:.4f} |' in table[3], table[3]
+         f'{result["eval_sop_majority"]:.3f}) | {result["eval_mlm_accuracy"]:.4f} |' in table[4], table[4]
   # The fine-tuning follow-up: the best dev accuracy of the built-in task, from the run's own checkpoint.
   finetuned = json.loads((root / 'sentence_task=sop' / 'finetune-builtin' / 'result.json').read_text())
   assert finetuned['metric'] == 'eval_accuracy' and finetuned['score'] == finetuned['eval_accuracy']
-  assert table[3].endswith(f'| {finetuned["score"]:.4f} | {finetuned["score"]:.4f} |'), table[3]
+  assert table[4].endswith(f'| {finetuned["score"]:.4f} | {finetuned["score"]:.4f} |'), table[4]
   assert (root / 'report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   # Run again: finished runs are not repeated; one without a result.json (as after SIGTERM) is resumed, here from
   # its last checkpoint, and reports the same figures.
@@ -121,15 +127,15 @@ def test_tpu_target_dry_run_starts_each_run_on_the_pod(capsys):
 def test_report_of_runs_in_a_bucket(bucket, capsys):
   """After a sweep on a pod (--target=tpu), --report collects the runs' results from their gs:// workdirs and
   writes the table and the plot there."""
-  results = {'sharing=all': 0.25, 'sharing=none': 0.5}
-  for run, accuracy in results.items():
-    result = {'step': 3, 'eval_mlm_accuracy': accuracy, 'eval_sop_accuracy': 0.75, 'eval_sop_majority': 0.5}
-    paths.path(f'{bucket}/sweep/{run}/result.json').write_text(json.dumps(result))
+  results = {'sharing=all': {'eval_mlm_accuracy': 0.25, 'eval_sop_accuracy': 0.75, 'eval_sop_majority': 0.5},
+             'sharing=none': {'eval_mlm_accuracy': 0.5}}  # finished without a sentence figure, as task 'none' does
+  for run, result in results.items():
+    paths.path(f'{bucket}/sweep/{run}/result.json').write_text(json.dumps({'step': 3, **result}))
   sweep.main(['--sweep=model.sharing=all,none', '--config=configs/base.py', f'--workdir={bucket}/sweep', '--report'])
   table = paths.path(f'{bucket}/sweep/report.md').read_text().splitlines()
   assert table[0] == '| run | eval_mlm_accuracy | eval_sop_accuracy |'
   assert table[2:] == ['| sharing=all | 0.2500 | 0.7500 (majority 0.500) |',
-                       '| sharing=none | 0.5000 | 0.7500 (majority 0.500) |']
+                       '| sharing=none | 0.5000 | n/a |']
   assert paths.path(f'{bucket}/sweep/report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   assert f'table: {bucket}/sweep/report.md' in capsys.readouterr().out
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from albert_jax import train
+from albert_jax import metrics, train
 from albert_jax.data import pipeline
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.model import ConfigError
@@ -259,10 +259,18 @@ def test_held_out_sets_are_evaluated_whole_and_padding_rows_do_not_count(tiny_co
       labels = np.concatenate([b['sentence_order_labels'] for b in sets[name]])
       assert np.all(labels[:np.sum(labels >= 0)] >= 0)  # padding rows (-1) only at the end
       assert np.mean(labels[labels >= 0]) == 0.5  # exactly balanced
-    results.append(step_lib.evaluate(program, params, sets, mesh))
+    results.append(step_lib.evaluate(program, params, sets, mesh, 'sop'))
   by8, by32 = results
   assert by8.keys() == by32.keys() and {'eval_swap_count', 'eval_random_majority', 'eval_mlm_count'} <= set(by8)
   for key in by8:
     np.testing.assert_allclose(by8[key], by32[key], rtol=1e-5, err_msg=key)
   assert by8['eval_swap_majority'] == by8['eval_random_majority'] == 0.5
   assert by8['eval_swap_count'] > 200 and by8['eval_sop_count'] > 100
+  # Under sentence_task 'none' the own set's labels say nothing (single segments, all 0): no figure for them, in the
+  # metrics or on the console; everything else as before.
+  alone = step_lib.evaluate(program, params, sets, mesh, 'none')
+  assert set(alone) == {k for k in by32 if not k.startswith('eval_sop_')}
+  for key in alone:
+    np.testing.assert_allclose(alone[key], by32[key], rtol=1e-6, err_msg=key)
+  line = metrics.held_out_line(alone)
+  assert 'sop_accuracy' not in line and 'swap_accuracy' in line and 'sop_accuracy' in metrics.held_out_line(by32)
