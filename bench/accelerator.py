@@ -667,26 +667,37 @@ def main():
       f'{matmul["torch"] / 1e12:.3g} TFLOP/s; configs {", ".join(args.names)} at '
       f'{", ".join(map(str, args.seq_lens))}; attention {", ".join(args.attention)}')
 
+  out = epath.Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
   rows = []
   for i, name in enumerate(args.names):
     say(f'[{i + 1}/{len(args.names)}] {name}')
     rows += measure(name, args.suite.configs[name], args, env)
     release()
+    # After every config: a run stopped at a time limit (a lent GPU's minutes are few) keeps what it measured.
+    write(out, summary(args, env, rows, f'not run: the run stopped after {i + 1} of {len(args.names)} configs'))
+  text = write(out, summary(args, env, rows, attention_check(args, env, rows)))
+  say(f'\n{text}\nwrote {out / "accelerator.json"} and {out / "accelerator.md"}')
 
-  result = {'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
-            **{k: env[k] for k in ('platform', 'device_kind', 'versions', 'memory', 'memory_share', 'matmul')},
-            'torch_device': str(env['torch_device']), 'bf16_peak': env['peak'],
-            'jax_process_peak_bytes': (jax.local_devices()[0].memory_stats() or {}).get('peak_bytes_in_use'),
-            'rounds': args.rounds, 'steps': args.steps, 'smoke': args.smoke, 'seq_lens': args.seq_lens,
-            'reference': args.suite.reference, 'rows': rows,
-            'speedup': speedups(rows, args.suite, args.seq_lens[0]),
-            'targets': targets(rows, args.suite, args.seq_lens[0]), 'check_attention': attention_check(args, env, rows)}
-  out = epath.Path(args.out)
-  out.mkdir(parents=True, exist_ok=True)
+
+def summary(args, env: dict, rows: list, check) -> dict:
+  """Every figure of the rows measured so far, with what they are measured against."""
+  return {'date': datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'),
+          **{k: env[k] for k in ('platform', 'device_kind', 'versions', 'memory', 'memory_share', 'matmul')},
+          'torch_device': str(env['torch_device']), 'bf16_peak': env['peak'],
+          'jax_process_peak_bytes': (jax.local_devices()[0].memory_stats() or {}).get('peak_bytes_in_use'),
+          'rounds': args.rounds, 'steps': args.steps, 'smoke': args.smoke, 'seq_lens': args.seq_lens,
+          'reference': args.suite.reference, 'rows': rows,
+          'speedup': speedups(rows, args.suite, args.seq_lens[0]),
+          'targets': targets(rows, args.suite, args.seq_lens[0]), 'check_attention': check}
+
+
+def write(out: epath.Path, result: dict) -> str:
+  """accelerator.json and accelerator.md under `out`; returns the markdown."""
   (out / 'accelerator.json').write_text(json.dumps(result, indent=2) + '\n')
   text = markdown(result)
   (out / 'accelerator.md').write_text(text)
-  say(f'\n{text}\nwrote {out / "accelerator.json"} and {out / "accelerator.md"}')
+  return text
 
 
 if __name__ == '__main__':

@@ -100,6 +100,30 @@ def test_smoke_run_measures_every_row_and_its_figures_agree(smoke, bench):
       ['[1/3] tiny_albert', '[2/3] tiny_albert_deep', '[3/3] tiny_bert']
 
 
+def test_a_run_killed_midway_keeps_the_configs_it_measured(tmp_path):
+  """A lent GPU's minutes are few and a command over its limit is killed: the files are written after every config,
+  so a run killed while measuring the second still has the first's rows, judged as far as they go."""
+  run = subprocess.Popen([sys.executable, 'bench/accelerator.py', '--smoke', '--configs=tiny_albert,tiny_bert',
+                          '--seq_lens=16', '--rounds=1', '--steps=1', '--torch_compile=off', f'--out={tmp_path}'],
+                         stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                         env={**os.environ, 'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''})
+  try:
+    for line in run.stdout:
+      if line.startswith('[2/2]'):
+        run.kill()
+        break
+  finally:
+    run.kill()
+    run.wait(timeout=60)
+  assert run.returncode == -9  # killed, not finished
+  result = json.loads((tmp_path / 'accelerator.json').read_text())
+  assert [(r['config'], r['seq_len'], r['attention']) for r in result['rows']] == [('tiny_albert', 16, 'xla')]
+  assert result['rows'][0]['ratio'] > 0 and result['speedup'] is None  # its reference, tiny_bert, never ran
+  assert result['check_attention'] == 'not run: the run stopped after 1 of 2 configs'
+  text = (tmp_path / 'accelerator.md').read_text()
+  assert '| tiny_albert | 16 | xla |' in text and 'speedup column: not measured (needs tiny_bert at 16)' in text
+
+
 def test_batch_search_finds_the_largest_that_fits_to_within_an_eighth(bench):
   for limit in (1, 3, 8, 37, 1000):
     tried = []
