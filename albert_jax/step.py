@@ -132,10 +132,10 @@ def evaluate(program: Program, params, held_out: dict, mesh, sentence_task: str)
   """Held-out metrics over each set of batches in `held_out` (pipeline.held_out_sets), summed before dividing.
 
   'sop' (the run's own sentence task) gives eval_mlm_* and eval_sop_* (no eval_sop_* under sentence_task 'none':
-  its instances are single segments, all labelled 0, so an accuracy on them measures nothing); with several sources, the sets 'sop/<label>'
-  give those over all of them together and eval_<label>_mlm_* for each; every other set gives its sentence accuracy
-  as eval_<name>_*. Each accuracy comes with its count and its majority rate (the share of the commoner label: what
-  always guessing it would score)."""
+  its instances are single segments, all labelled 0, so an accuracy on them measures nothing); with several
+  sources, the sets 'sop/<label>' give those over all of them together and eval_<label>_mlm_* for each; every other
+  set gives its sentence accuracy as eval_<name>_*. Each accuracy comes with its count and its majority rate (the
+  share of the commoner label: what always guessing it would score)."""
   metrics, own = {}, None
   for name, batches in held_out.items():
     batches = _same_count_on_every_host(batches)
