@@ -13,9 +13,12 @@ after training, e.g. with another sentence task: the report shows their sentence
 and their MLM accuracy as TASK_mlm_accuracy, the same held-out instances for every run) and PAPER (the paper's
 figures per run, shown beside ours; PAPER_METRICS maps those that measure one of our metrics, in %, to it, and the
 plot draws them beside our bars). FINETUNE (a list of configs/finetune/*.py files, each optionally with
-its argument, FILE.py:TASK, and ' --config.x=v' overrides) fine-tunes every run's best checkpoint on those tasks after training, as the paper scores
-every pretraining variant downstream: the report shows each task's dev score (its checkpoint-selection metric, on
-a 0-1 scale) as finetune_TASK and their mean as finetune_average, the paper's "Avg" column.
+its argument, FILE.py:TASK, and ' --config.x=v' overrides) fine-tunes every run's best checkpoint on those tasks
+after training, as the paper scores every pretraining variant downstream: the report shows each task's dev score
+(its checkpoint-selection metric, on a 0-1 scale) as finetune_TASK and their mean as finetune_average, the paper's
+"Avg" column. FINETUNE_SEEDS (default [0]) fine-tunes each once per seed (train.seed: the head's init, dropout and
+the order of the examples; workdir finetune-TASK for seed 0, finetune-TASK-seedN for the others): the report
+shows each score as the mean over the seeds ± its standard error, and the Avg as the mean of the per-seed Avgs.
 Each run's name and workdir come from its overrides (embedding_size=16). A run whose workdir already holds a
 result.json is not run again, so an interrupted sweep continues where it stopped.
 """
@@ -55,9 +58,13 @@ def load_sweep_file(path: str) -> dict:
   spec.loader.exec_module(module)
   if not hasattr(module, 'SWEEP') or not hasattr(module, 'CONFIG'):
     raise ValueError(f'{path}: a sweep file defines CONFIG (a config file) and SWEEP ({{key: [values]}}).')
+  seeds = getattr(module, 'FINETUNE_SEEDS', [0])
+  if not (isinstance(seeds, list) and seeds and all(type(s) is int and s >= 0 for s in seeds)
+          and len(set(seeds)) == len(seeds)):
+    raise ValueError(f'{path}: FINETUNE_SEEDS {seeds!r}: write a list of distinct seeds, e.g. [0, 1, 2].')
   return {'config': module.CONFIG, 'axes': module.SWEEP, 'mode': getattr(module, 'MODE', 'grid'),
           'fixed': getattr(module, 'FIXED', {}), 'evaluate': getattr(module, 'EVALUATE', []),
-          'finetune': getattr(module, 'FINETUNE', []),
+          'finetune': getattr(module, 'FINETUNE', []), 'finetune_seeds': seeds,
           'paper': getattr(module, 'PAPER', {}), 'paper_metrics': getattr(module, 'PAPER_METRICS', {})}
 
 
@@ -103,9 +110,11 @@ def run_local(sweep: dict, runs: list, root: paths.Path, dry_run: bool, attempts
                                                                   *common, *flags(extra)])
                  for j, extra in enumerate(sweep['evaluate'])]
     for config, *overrides in (spec.split() for spec in sweep['finetune']):
-      what = f'finetune-{finetune_name(config)}'
-      commands.append((what, [sys.executable, '-m', 'albert_jax.finetune', f'--config={config}',
-                              f'--config.init={workdir}', f'--workdir={workdir / what}', *overrides]))
+      for seed in sweep['finetune_seeds']:
+        what = finetune_dir(config, seed)
+        commands.append((what, [sys.executable, '-m', 'albert_jax.finetune', f'--config={config}',
+                                f'--config.init={workdir}', f'--workdir={workdir / what}', *overrides,
+                                f'--config.train.seed={seed}']))
     for what, argv in commands:
       print(f'[{i + 1}/{len(runs)} {workdir.name}] {"done already: " if finished(workdir, what) else ""}'
             f'{" ".join(argv)}', flush=True)
@@ -166,16 +175,30 @@ def collect(sweep: dict, runs: list, root: paths.Path) -> list:
         row.update({f'{task}_accuracy': evaluated['eval_sop_accuracy'],
                     f'{task}_accuracy_majority': evaluated['eval_sop_majority'],
                     f'{task}_mlm_accuracy': evaluated['eval_mlm_accuracy']})
-    scores = []
-    for column in finetune_columns(sweep):
-      path = workdir / column.replace('finetune_', 'finetune-') / 'result.json'
-      if path.exists():
-        row[column] = json.loads(path.read_text())['score']
-        scores.append(row[column])
-    if scores and len(scores) == len(finetune_columns(sweep)):
-      row['finetune_average'] = sum(scores) / len(scores)
+    scores = {}  # {column: {seed: dev score}}
+    for spec in sweep['finetune']:
+      config = spec.split()[0]
+      for seed in sweep['finetune_seeds']:
+        path = workdir / finetune_dir(config, seed) / 'result.json'
+        if path.exists():
+          scores.setdefault(f'finetune_{finetune_name(config)}', {})[seed] = json.loads(path.read_text())['score']
+    for column, by_seed in scores.items():
+      row.update(mean_and_error(column, list(by_seed.values())))
+    complete = [by_seed for by_seed in scores.values() if len(by_seed) == len(sweep['finetune_seeds'])]
+    if complete and len(complete) == len(finetune_columns(sweep)):  # every task, every seed: each seed's Avg
+      row.update(mean_and_error('finetune_average', [sum(s[seed] for s in complete) / len(complete)
+                                                     for seed in sweep['finetune_seeds']]))
     rows.append(row)
   return rows
+
+
+def mean_and_error(column: str, values: list) -> dict:
+  """{column: the mean}, with the standard error of the mean and the count where there are several."""
+  mean = sum(values) / len(values)
+  if len(values) < 2:
+    return {column: mean}
+  variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+  return {column: mean, f'{column}_se': (variance / len(values)) ** 0.5, f'{column}_n': len(values)}
 
 
 def follow_up_columns(sweep: dict) -> list:
@@ -187,6 +210,11 @@ def follow_up_columns(sweep: dict) -> list:
 def finetune_columns(sweep: dict) -> list:
   """finetune_TASK for each of the sweep's fine-tuning follow-ups (collect fills them, and finetune_average)."""
   return [f'finetune_{finetune_name(spec.split()[0])}' for spec in sweep['finetune']]
+
+
+def finetune_dir(config: str, seed: int) -> str:
+  """A fine-tuning follow-up's workdir under its run's: finetune-TASK for seed 0, finetune-TASK-seedN."""
+  return f'finetune-{finetune_name(config)}' + (f'-seed{seed}' if seed else '')
 
 
 def finetune_name(config: str) -> str:
@@ -208,8 +236,7 @@ def report(sweep: dict, runs: list, root: paths.Path) -> str:
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   for r in rows:
     # A finished run without a metric has none to give (no eval_sop_* under sentence_task 'none'): n/a.
-    cells = [r['run']] + [(f'{r[c]:.4f}' + (f' (majority {r[c + "_majority"]:.3f})' if c + '_majority' in r else ''))
-                          if c in r else 'n/a' if c in METRICS and 'eval_mlm_accuracy' in r else 'not run'
+    cells = [r['run']] + [cell(r, c) if c in r else 'n/a' if c in METRICS and 'eval_mlm_accuracy' in r else 'not run'
                           for c in columns]
     cells += [str(paper.get(r['run'], {}).get(c, '')) for c in paper_columns]
     lines.append('| ' + ' | '.join(cells) + ' |')
@@ -217,6 +244,16 @@ def report(sweep: dict, runs: list, root: paths.Path) -> str:
   (root / 'report.md').write_text(table + '\n')
   plot(sweep, rows, [c for c in columns if c.endswith('accuracy') or c.startswith('finetune_')], root)
   return table
+
+
+def cell(row: dict, column: str) -> str:
+  """A report cell: the figure, with its majority rate, or the standard error over the seeds."""
+  text = f'{row[column]:.4f}'
+  if column + '_majority' in row:
+    text += f' (majority {row[column + "_majority"]:.3f})'
+  if column + '_se' in row:
+    text += f' ± {row[column + "_se"]:.4f} ({row[column + "_n"]} seeds)'
+  return text
 
 
 def plot(sweep: dict, rows: list, accuracies: list, root: paths.Path) -> None:
@@ -235,7 +272,9 @@ def plot(sweep: dict, rows: list, accuracies: list, root: paths.Path) -> None:
     x = range(len(rows))
     width = 0.4 if column in paper_of else 0.8
     values = [r.get(column, 0.0) for r in rows]
-    ax.bar([i - width / 2 * (column in paper_of) for i in x], values, width, color='tab:blue', label='ours')
+    errors = [r.get(column + '_se', 0.0) for r in rows]  # over fine-tuning seeds
+    ax.bar([i - width / 2 * (column in paper_of) for i in x], values, width, yerr=errors if any(errors) else None,
+           capsize=3, color='tab:blue', label='ours')
     for i, v, r in zip(x, values, rows):
       ax.text(i - width / 2 * (column in paper_of), v, f'{v:.3f}' if column in r else 'n/a', ha='center',
               va='bottom', fontsize=7)
@@ -283,7 +322,7 @@ def main(argv=None) -> None:
       if not args.config:
         parser.error('a command-line SPEC needs --config')
       sweep = {'config': args.config, 'axes': parse_spec(args.sweep), 'mode': args.mode or 'grid', 'fixed': {},
-               'evaluate': [], 'finetune': [], 'paper': {}, 'paper_metrics': {}}
+               'evaluate': [], 'finetune': [], 'finetune_seeds': [0], 'paper': {}, 'paper_metrics': {}}
     runs = expand(sweep['axes'], sweep['mode'])
     if (args.target == 'local' or args.report) and not args.dry_run:  # this machine reads and writes the workdir
       paths.check_reachable(args.workdir)

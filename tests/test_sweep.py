@@ -48,6 +48,7 @@ def test_real_text_table6_fine_tunes_on_the_shared_glue_folders():
   table6 = sweep.load_sweep_file('configs/sweeps/table6_real_text.py')
   assert set(table6['paper']) == {sweep.run_name(r) for r in sweep.expand(table6['axes'], 'grid')}
   assert sweep.finetune_columns(table6) == ['finetune_sst2', 'finetune_mrpc']  # named by the config's argument
+  assert table6['finetune_seeds'] == [0, 1, 2]
   for spec in table6['finetune']:  # every override parses against its task's config, as finetune's flags do
     config_file, *overrides = spec.split()
     argv = ['finetune', f'--config={config_file}', *overrides]
@@ -144,3 +145,47 @@ def test_a_sweep_into_a_missing_bucket_is_refused(gcs_server, capsys):
   with pytest.raises(SystemExit) as stop:
     sweep.main(['--sweep=model.sharing=all,none', '--config=configs/base.py', '--workdir=gs://no-such-bucket/s'])
   assert stop.value.code == 2 and 'bucket gs://no-such-bucket does not exist' in capsys.readouterr().err
+
+
+def test_fine_tuning_seeds_run_each_task_per_seed_and_report_mean_and_error(tmp_path, capsys):
+  """FINETUNE_SEEDS: one fine-tuning run per task and seed, each seed passed as train.seed; the report gives each
+  task's mean over the seeds ± the standard error of that mean, and the Avg over the per-seed Avgs only once every
+  task has every seed."""
+  import statistics
+  spec = tmp_path / 'spec.py'
+  spec.write_text("CONFIG = 'configs/tiny.py'\nSWEEP = {'model.sharing': ['all', 'none']}\n"
+                  "FINETUNE = ['configs/finetune/wiki_books_cpu_hour.py:sst2', "
+                  "'configs/finetune/wiki_books_cpu_hour.py:mrpc']\nFINETUNE_SEEDS = [0, 3, 7]\n")
+  root = tmp_path / 'runs'
+  sweep.main([f'--sweep={spec}', f'--workdir={root}', '--dry-run'])
+  commands = [line for line in capsys.readouterr().out.splitlines() if 'albert_jax.finetune' in line]
+  assert len(commands) == 2 * 2 * 3
+  for task in ('sst2', 'mrpc'):
+    for seed, folder in ((0, f'finetune-{task}'), (3, f'finetune-{task}-seed3'), (7, f'finetune-{task}-seed7')):
+      assert [c for c in commands if f'sharing=all/{folder} ' in c and c.endswith(f' --config.train.seed={seed}')]
+
+  scores = {'all': {'sst2': {0: 0.80, 3: 0.82, 7: 0.81}, 'mrpc': {0: 0.70, 3: 0.66, 7: 0.71}},
+            'none': {'sst2': {0: 0.75, 3: 0.77}, 'mrpc': {0: 0.69}}}  # the second run's seeds are not all done
+  for run, tasks in scores.items():
+    workdir = root / f'sharing={run}'
+    workdir.mkdir(parents=True)
+    (workdir / 'result.json').write_text(json.dumps({'step': 3, 'eval_mlm_accuracy': 0.1}))
+    for task, by_seed in tasks.items():
+      for seed, score in by_seed.items():
+        folder = workdir / (f'finetune-{task}' + (f'-seed{seed}' if seed else ''))
+        folder.mkdir()
+        (folder / 'result.json').write_text(json.dumps({'score': score}))
+  sweep.main([f'--sweep={spec}', f'--workdir={root}', '--report'])
+  table = (root / 'report.md').read_text().splitlines()
+  assert table[0] == '| run | eval_mlm_accuracy | finetune_sst2 | finetune_mrpc | finetune_average |'
+  error = lambda values: statistics.stdev(values) / len(values) ** 0.5
+  sst2, mrpc = scores['all']['sst2'], scores['all']['mrpc']
+  averages = [(sst2[s] + mrpc[s]) / 2 for s in (0, 3, 7)]
+  assert table[2] == (f'| sharing=all | 0.1000 | {statistics.mean(sst2.values()):.4f} ± {error(sst2.values()):.4f} '
+                      f'(3 seeds) | {statistics.mean(mrpc.values()):.4f} ± {error(mrpc.values()):.4f} (3 seeds) | '
+                      f'{statistics.mean(averages):.4f} ± {error(averages):.4f} (3 seeds) |')
+  assert table[3] == '| sharing=none | 0.1000 | 0.7600 ± 0.0100 (2 seeds) | 0.6900 | not run |'
+
+  spec.write_text(spec.read_text().replace('[0, 3, 7]', '[0, 3, 3]'))
+  with pytest.raises(ValueError, match=r'FINETUNE_SEEDS \[0, 3, 3\]: write a list of distinct seeds'):
+    sweep.load_sweep_file(str(spec))
