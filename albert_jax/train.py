@@ -159,7 +159,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         report = {k: v for k, v in report.items() if not k.startswith('sop_')}
       writer.scalars(step, report)
       # The sentence task's accuracy under its own name.
-      pairs = f'{task}_acc {report["sop_accuracy"]:.3f}  ' if task != 'none' else ''
+      pairs = f'{task}_acc {report["sop_accuracy"]:.3f}  ' if 'sop_accuracy' in report else ''
       say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc {report["mlm_accuracy"]:.3f}  '
           f'{pairs}{metrics.Progress.line(report)}')
     is_last = step == config.train.num_steps

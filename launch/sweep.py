@@ -176,12 +176,11 @@ def collect(sweep: dict, runs: list, root: paths.Path) -> list:
                     f'{task}_accuracy_majority': evaluated['eval_sop_majority'],
                     f'{task}_mlm_accuracy': evaluated['eval_mlm_accuracy']})
     scores = {}  # {column: {seed: dev score}}
-    for spec in sweep['finetune']:
-      config = spec.split()[0]
+    for spec, column in zip(sweep['finetune'], finetune_columns(sweep)):
       for seed in sweep['finetune_seeds']:
-        path = workdir / finetune_dir(config, seed) / 'result.json'
+        path = workdir / finetune_dir(spec.split()[0], seed) / 'result.json'
         if path.exists():
-          scores.setdefault(f'finetune_{finetune_name(config)}', {})[seed] = json.loads(path.read_text())['score']
+          scores.setdefault(column, {})[seed] = json.loads(path.read_text())['score']
     for column, by_seed in scores.items():
       row.update(mean_and_error(column, list(by_seed.values())))
     complete = [by_seed for by_seed in scores.values() if len(by_seed) == len(sweep['finetune_seeds'])]
