@@ -81,6 +81,29 @@ def comma_list(text: str) -> list:
   return [x.strip() for x in text.split(',') if x.strip()]
 
 
+def batch_spec(text: str) -> dict:
+  """--batch: 'N' for every row, or a comma list whose items are N, CONFIG:N or CONFIG@SEQ:N, the most specific
+  winning. A lent GPU's minutes are too few for the batch search at every shape (each trial compiles both
+  frameworks' steps), so a lease names its batches. Returns {(config or None, seq or None): N}."""
+  spec = {}
+  for item in comma_list(text):
+    where, _, number = item.rpartition(':')
+    name, _, seq = where.partition('@')
+    try:
+      spec[name or None, int(seq) if seq else None] = int(number)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f'{item!r}: want N, CONFIG:N or CONFIG@SEQ:N') from None
+  return spec
+
+
+def batch_for(spec: Optional[dict], name: str, seq_len: int) -> Optional[int]:
+  """The batch --batch names for this config and length, or None (search for it)."""
+  for key in ((name, seq_len), (name, None), (None, seq_len), (None, None)):
+    if spec and key in spec:
+      return spec[key]
+  return None
+
+
 @dataclasses.dataclass
 class Suite:
   configs: dict  # name -> config
@@ -267,8 +290,9 @@ def figures(step_s: float, batch: int, seq_len: int, flops: float, peak: Optiona
           'peak_memory_bytes': peak_bytes}
 
 
-def measure(name: str, config, args, env: dict) -> list:
-  """The rows of one config: one per sequence length and attention implementation."""
+def measure(name: str, config, args, env: dict, save: Callable[[list], None]) -> list:
+  """The rows of one config: one per sequence length and attention implementation. save(rows so far) after each
+  row: a lent GPU's command is killed at its time limit, and what it measured must survive."""
   platform, device, mesh = env['platform'], env['torch_device'], env['mesh']
   seq_lens, attentions = args.seq_lens, args.attention
   programs, rows = {}, []
@@ -285,8 +309,9 @@ def measure(name: str, config, args, env: dict) -> list:
   hf = HuggingFace(hf_shape, device)
   predictions = config.data.max_predictions_per_seq
   for seq_len in seq_lens:
-    if args.batch or args.smoke or platform == 'cpu':
-      batch_size = args.batch or (4 if args.smoke else 8)
+    named = batch_for(args.batch, name, seq_len)
+    if named or args.smoke or platform == 'cpu':
+      batch_size = named or (4 if args.smoke else 8)
     else:
       say(f'  at {seq_len}: the largest batch that fits both')
       batch_size = largest_batch(trial(programs, hf, seq_len, predictions, hf_shape.vocab_size, mesh), start=8)
@@ -306,6 +331,7 @@ def measure(name: str, config, args, env: dict) -> list:
              'hf_flops_per_step_with_all_logits':
                  training_flops_per_sequence(hf_shape, seq_len, seq_len) * batch_size}
       rows.append(time_row(row, program, batch, hf_step, hf_mode, args, env))
+      save(rows)
     hf_step = None
     release()
   return sorted(rows, key=lambda r: (seq_lens.index(r['seq_len']), attentions.index(r['attention'])))
@@ -327,9 +353,9 @@ def time_row(row: dict, program: step_lib.Program, batch: dict, hf_step, hf_mode
     if not out_of_memory(e):
       raise
     failed = f'out of memory at batch {batch_size} ({type(e).__name__}): {" ".join(str(e).split())[:200]}'
-  our_step = None
-  release()
   if failed:
+    our_step = None
+    release()
     say(f'    {row["attention"]}: {failed}')
     return {**row, 'skipped': failed}
   hf_peak = torch.cuda.max_memory_allocated() if cuda else None
@@ -339,7 +365,64 @@ def time_row(row: dict, program: step_lib.Program, batch: dict, hf_step, hf_mode
   row['ratio'] = seconds['hf'] / seconds['ours']
   say(f'    {row["attention"]}: ours {seconds["ours"]:.4f} s/step, HF {seconds["hf"]:.4f} s/step: '
       f'{row["ratio"]:.2f}x')
+  missed = [t for t in targets([row], args.suite, args.seq_lens[0]) if t['met'] is False]
+  if args.profile and (missed or args.smoke):  # --smoke profiles every row, to exercise the code
+    row['profile'] = profile(our_step, epath.Path(args.profile) / f'{row["config"]}_{seq_len}_{row["attention"]}',
+                             seconds['ours'])
+    say(f'    profile of ours: {profile_line(row["profile"])}')
+  our_step = None
+  release()
   return row
+
+
+PROFILED_STEPS = 3
+
+
+def profile(step: Callable[[], None], directory: epath.Path, step_s: float) -> dict:
+  """Traces PROFILED_STEPS of an already compiled step (jax.profiler, with a Perfetto trace beside XLA's) and sums
+  the trace: the device's kernels by name, and how much of the step the device was busy, which tells a step held
+  back by its kernels from one held back by the host. On a CPU there are no device events; the host's are summed."""
+  import gzip
+  try:
+    with jax.profiler.trace(str(directory), create_perfetto_trace=True):
+      for _ in range(PROFILED_STEPS):
+        step()
+  except Exception as e:  # pylint: disable=broad-except  (CUPTI may be refused on a machine)
+    return {'error': f'{type(e).__name__}: {" ".join(str(e).split())[:300]}'}
+  traces = sorted(directory.glob('plugins/profile/*/perfetto_trace.json.gz'))
+  if not traces:
+    return {'error': f'no perfetto_trace.json.gz under {directory}'}
+  with gzip.open(traces[-1].open('rb')) as f:
+    data = json.load(f)
+  events = data['traceEvents'] if isinstance(data, dict) else data
+  processes = {e['pid']: e.get('args', {}).get('name', '') for e in events
+               if e.get('ph') == 'M' and e.get('name') == 'process_name'}
+  device = {pid for pid, name in processes.items() if name.startswith('/device:')}
+  # Without device events, the host's XLA work (not its Python frames, named '$file:line', nor the tracer's own).
+  spans = [e for e in events if e.get('ph') == 'X' and 'dur' in e and
+           (e['pid'] in device if device else not e['name'].startswith('$'))]
+  by_name = {}
+  for e in spans:
+    by_name[e['name']] = by_name.get(e['name'], 0.0) + e['dur'] * 1e-6
+  busy, end = 0.0, None  # the union of the spans' intervals, in seconds
+  for start, stop in sorted((e['ts'] * 1e-6, (e['ts'] + e['dur']) * 1e-6) for e in spans):
+    if end is None or start > end:
+      busy, end = busy + stop - start, stop
+    elif stop > end:
+      busy, end = busy + stop - end, stop
+  top = sorted(by_name.items(), key=lambda kv: -kv[1])[:20]
+  return {'trace': str(traces[-1]), 'events': 'device' if device else 'host', 'steps': PROFILED_STEPS,
+          'step_s': step_s, 'busy_s_per_step': busy / PROFILED_STEPS,
+          'busy_of_step': busy / PROFILED_STEPS / step_s,
+          'top': [{'name': name, 's_per_step': t / PROFILED_STEPS, 'of_step': t / PROFILED_STEPS / step_s}
+                  for name, t in top]}
+
+
+def profile_line(p: dict) -> str:
+  if 'error' in p:
+    return f'failed: {p["error"]}'
+  top = '; '.join(f'{t["name"][:60]} {percent(t["of_step"])}' for t in p['top'][:5])
+  return f'{p["events"]} busy {percent(p["busy_of_step"])} of the step; top: {top}'
 
 
 def jax_matmul_flops(size: int, dtype: str, repeats: int) -> float:
@@ -445,8 +528,8 @@ def check_attention(suite: Suite, names: list, mesh, seq_lens: tuple = (128, 512
   each head size: MLM and SOP logits, and every gradient of the training loss, each within TOLERANCE of its largest
   magnitude (gradients with a floor at 1e-3 of the largest gradient of all: the key bias's is zero in exact
   arithmetic and noise in both)."""
-  by_head = {}
-  for name in names:
+  by_head = {}  # the smallest config of each head size: the kernels are what is compared, and it compiles fastest
+  for name in sorted(names, key=lambda n: validate(suite.configs[n]).hidden_size):
     by_head.setdefault(validate(suite.configs[name]).head_dim, name)
   results = []
   for head_dim, name in by_head.items():
@@ -523,7 +606,11 @@ def markdown(result: dict) -> str:
     lines.append(f'speedup column: not measured (needs {result["reference"]} at {result["seq_lens"][0]})')
   else:
     lines += speedup_lines(result['speedup'])
+  profiled = [r for r in result['rows'] if 'profile' in r]
   lines += ['', 'Targets:', *target_lines(result['targets']), '',
+            *(['Profiles of our step where a target is missed (device time by kernel, of the step):',
+               *(f'- {r["config"]} at {r["seq_len"]} ({r["attention"]}): {profile_line(r["profile"])}'
+                 for r in profiled), ''] if profiled else []),
             'check_attention (XLA against cuDNN, same parameters, padded batch):',
             *check_lines(result['check_attention'])]
   return '\n'.join(lines) + '\n'
@@ -596,7 +683,8 @@ def parse_args() -> argparse.Namespace:
                       "the xxlarge targets'")
   parser.add_argument('--attention', type=comma_list, help='comma list of model.attention values; default: '
                       'xla,cudnn on a GPU, else xla')
-  parser.add_argument('--batch', type=int, help='per-device batch; default: the largest that fits both frameworks '
+  parser.add_argument('--batch', type=batch_spec, help='per-device batch: N, or a comma list of N, CONFIG:N, '
+                      'CONFIG@SEQ:N (e.g. xxlarge@512:16,base:64); default: the largest that fits both frameworks '
                       'on an accelerator, 8 on a CPU (4 with --smoke)')
   parser.add_argument('--torch_compile', choices=('auto', 'on', 'off'), default='auto',
                       help="HF's step through torch.compile; auto: on CUDA (on a CPU the first compile takes ~45 s)")
@@ -605,6 +693,8 @@ def parse_args() -> argparse.Namespace:
   parser.add_argument('--rounds', type=int, help='timed blocks of each framework per row; default 5 (2 with --smoke)')
   parser.add_argument('--steps', type=int, help='timed steps per block; default 3 (2 with --smoke)')
   parser.add_argument('--out', default='/tmp/albert_jax_bench', help='directory for accelerator.json and .md')
+  parser.add_argument('--profile', help='directory: trace our step (jax.profiler) where a row misses its target '
+                      '(every row with --smoke) and sum the trace into the row')
   parser.add_argument('--smoke', action='store_true', help='tiny shapes, batch 4, 2 blocks of 2 steps: seconds on a '
                       'CPU (JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES= on a GPU machine)')
   args = parser.parse_args()
@@ -619,7 +709,7 @@ def parse_args() -> argparse.Namespace:
   for attention in args.attention:
     if attention not in model_lib.ATTENTION:
       parser.error(f'--attention: unknown {attention!r}; known: {", ".join(model_lib.ATTENTION)}')
-  if min(args.seq_lens) < 4 or min(args.batch or 1, args.rounds, args.steps) < 1:
+  if min(args.seq_lens) < 4 or min(*(args.batch or {0: 1}).values(), args.rounds, args.steps) < 1:
     parser.error('--seq_lens must be above 3, and --batch, --rounds and --steps positive')
   return args
 
@@ -672,10 +762,11 @@ def main():
   rows = []
   for i, name in enumerate(args.names):
     say(f'[{i + 1}/{len(args.names)}] {name}')
-    rows += measure(name, args.suite.configs[name], args, env)
+    stopped = f'not run: the run stopped in config {i + 1} of {len(args.names)}'
+    # After every row: a run stopped at a time limit (a lent GPU's minutes are few) keeps what it measured.
+    rows += measure(name, args.suite.configs[name], args, env,
+                    save=lambda partial: write(out, summary(args, env, rows + partial, stopped)))
     release()
-    # After every config: a run stopped at a time limit (a lent GPU's minutes are few) keeps what it measured.
-    write(out, summary(args, env, rows, f'not run: the run stopped after {i + 1} of {len(args.names)} configs'))
   text = write(out, summary(args, env, rows, attention_check(args, env, rows)))
   say(f'\n{text}\nwrote {out / "accelerator.json"} and {out / "accelerator.md"}')
 

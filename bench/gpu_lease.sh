@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# One lease of a lent GPU in one command. A lent machine gives a session 15 minutes of device time, its start and
+# idle waits included, and at most 10 minutes a command, so each lease is one prepared run that writes what it has
+# finished under $OUT as it goes (a run killed at its limit keeps it).
+#
+#   bench/gpu_lease.sh speed            on the GPU machine, from the repository root; results under $OUT
+#   bench/gpu_lease.sh speed --smoke    the same steps at tiny shapes on this CPU (tests/test_bench_accelerator.py)
+#
+# speed: bench/accelerator.py for ALBERT-xxlarge and -base at 512 and 128 with XLA's and cuDNN's attention against
+# HF in the same process, the attention check, and a profile of our step wherever a target is missed. The batches
+# are named, not searched: each search trial compiles both frameworks' steps, more than a lease holds. They are
+# sized for 45% of an 80 GiB H100 each (XLA attention keeps the probabilities: about 2 GiB a sequence for xxlarge
+# at 512).
+#
+# Where the machine lacks packages (no network there), carry them as wheels in .whl (../shared/gpu/wheels.sh): they
+# are installed to /tmp/site first. Files that come back: lease.log, environment.txt, accelerator.json/.md and the
+# Perfetto traces of up to two profiled rows (open them in ui.perfetto.dev).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+lease=${1:?usage: bench/gpu_lease.sh speed [--smoke]}
+smoke=${2:-}
+out=${OUT:-/tmp/albert_jax_lease}
+python=${PYTHON:-python3}
+mkdir -p "$out"
+exec > >(tee -a "$out/lease.log") 2>&1
+
+if compgen -G '.whl/*.whl' >/dev/null; then
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "gpu_lease: installing the carried wheels failed" >&2; exit 2; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+
+{ date -u +%FT%TZ; nvidia-smi 2>/dev/null || echo 'no nvidia-smi'
+  "$python" -c 'import sys, jax, flax, optax, torch, transformers
+print("python", sys.version.split()[0], "jax", jax.__version__, "flax", flax.__version__, "optax", optax.__version__,
+      "torch", torch.__version__, "transformers", transformers.__version__, "devices", jax.devices())'
+} > "$out/environment.txt" 2>&1
+cat "$out/environment.txt"
+
+case "$lease" in
+  speed)
+    profile=/tmp/albert_jax_lease_profile
+    rm -rf "$profile"
+    if [[ "$smoke" == --smoke ]]; then
+      # Tiny shapes on the CPU: every row profiled, HF eager, the batches named as on the GPU.
+      JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES='' timeout 300 "$python" bench/accelerator.py --smoke \
+        --configs=tiny_albert_deep,tiny_albert --seq_lens=32,16 --batch=tiny_albert_deep@32:4,tiny_albert:2 \
+        --rounds=1 --steps=1 --torch_compile=off --profile="$profile" --out="$out"
+    else
+      # The targets' rows first (xxlarge at 512, then base), xxlarge at 128 last; 9 minutes at most, so that the
+      # traces are copied inside a 10-minute command.
+      timeout 540 "$python" bench/accelerator.py --configs=xxlarge,base --seq_lens=512,128 \
+        --batch=xxlarge@512:16,xxlarge@128:64,base@512:64,base@128:256 --check_attention --profile="$profile" \
+        --out="$out"
+    fi
+    status=$?
+    n=0
+    for trace in $(find "$profile" -name perfetto_trace.json.gz -size -15M 2>/dev/null | sort -r); do
+      row=$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$trace")")")")")
+      cp "$trace" "$out/profile_${row}.json.gz"
+      n=$((n + 1)); [[ $n -ge 2 ]] && break
+    done
+    ;;
+  *) echo "gpu_lease: unknown lease '$lease'; known: speed" >&2; exit 2 ;;
+esac
+echo "gpu_lease: $lease finished with status $status; files: $(ls "$out" | tr '\n' ' ')"
+exit "$status"
