@@ -131,11 +131,14 @@ def smoke_suite() -> Suite:
                'tiny_bert', 'tiny_albert_deep', 'tiny_albert')
 
 
-def bench_config(config, seq_len: int, attention: str, platform: str):
-  """`config` as benched: no dropout, bfloat16 compute on an accelerator, sequences up to seq_len, this attention."""
+def bench_config(config, seq_len: int, attention: str, platform: str, scan_unroll: Optional[int] = None):
+  """`config` as benched: no dropout, bfloat16 compute on an accelerator, sequences up to seq_len, this attention
+  (and blocks per iteration of the encoder's scan, where given)."""
   config = config.copy_and_resolve_references()
   config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0, attention=attention,
                       max_position_embeddings=max(config.model.max_position_embeddings, seq_len))
+  if scan_unroll:
+    config.model.scan_unroll = scan_unroll
   if platform != 'cpu':
     config.model.dtype = 'bfloat16'
   config.data.max_seq_length = seq_len
@@ -297,7 +300,7 @@ def measure(name: str, config, args, env: dict, save: Callable[[list], None]) ->
   seq_lens, attentions = args.seq_lens, args.attention
   programs, rows = {}, []
   for attention in attentions:  # a program serves every batch and sequence length up to the longest
-    bench = bench_config(config, max(seq_lens), attention, platform)
+    bench = bench_config(config, max(seq_lens), attention, platform, args.scan_unroll)
     try:
       programs[attention] = step_lib.build(bench, our_shape(bench, platform), mesh)
     except ConfigError as e:
@@ -693,6 +696,8 @@ def parse_args() -> argparse.Namespace:
   parser.add_argument('--rounds', type=int, help='timed blocks of each framework per row; default 5 (2 with --smoke)')
   parser.add_argument('--steps', type=int, help='timed steps per block; default 3 (2 with --smoke)')
   parser.add_argument('--out', default='/tmp/albert_jax_bench', help='directory for accelerator.json and .md')
+  parser.add_argument('--scan_unroll', type=int, help="our encoder's blocks per loop iteration "
+                      "(config.model.scan_unroll; the layer count unrolls it); default: the config's")
   parser.add_argument('--profile', help='directory: trace our step (jax.profiler) where a row misses its target '
                       '(every row with --smoke) and sum the trace into the row')
   parser.add_argument('--smoke', action='store_true', help='tiny shapes, batch 4, 2 blocks of 2 steps: seconds on a '
@@ -778,6 +783,7 @@ def summary(args, env: dict, rows: list, check) -> dict:
           'torch_device': str(env['torch_device']), 'bf16_peak': env['peak'],
           'jax_process_peak_bytes': (jax.local_devices()[0].memory_stats() or {}).get('peak_bytes_in_use'),
           'rounds': args.rounds, 'steps': args.steps, 'smoke': args.smoke, 'seq_lens': args.seq_lens,
+          'scan_unroll': args.scan_unroll, 'xla_flags': os.environ.get('XLA_FLAGS'),
           'reference': args.suite.reference, 'rows': rows,
           'speedup': speedups(rows, args.suite, args.seq_lens[0]),
           'targets': targets(rows, args.suite, args.seq_lens[0]), 'check_attention': check}

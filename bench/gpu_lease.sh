@@ -5,6 +5,7 @@
 #
 #   bench/gpu_lease.sh speed            on the GPU machine, from the repository root; results under $OUT
 #   bench/gpu_lease.sh speed --smoke    the same steps at tiny shapes on this CPU (tests/test_bench_accelerator.py)
+#   bench/gpu_lease.sh tuning [--smoke] our step's variants (loop unrolled, Triton GEMMs off) and XLA's program
 #
 # speed: bench/accelerator.py for ALBERT-xxlarge and -base at 512 and 128 with XLA's and cuDNN's attention against
 # HF in the same process, the attention check, and a profile of our step wherever a target is missed. The batches
@@ -64,7 +65,30 @@ case "$lease" in
       n=$((n + 1)); [[ $n -ge 2 ]] && break
     done
     ;;
-  *) echo "gpu_lease: unknown lease '$lease'; known: speed" >&2; exit 2 ;;
+  tuning)
+    # Why our step is behind: the same step (cuDNN attention, at 512) as lease 'speed' measured it, with XLA's
+    # optimized program dumped; then the encoder's loop unrolled, then XLA's Triton GEMMs off, each a process of its
+    # own (XLA reads its flags once). HF is compiled in the first only: the variants are judged against its step.
+    dump=/tmp/albert_jax_lease_hlo
+    rm -rf "$dump"
+    if [[ "$smoke" == --smoke ]]; then
+      common=(--smoke --configs=tiny_albert --seq_lens=32 --batch=2 --rounds=1 --steps=1 --torch_compile=off)
+      export JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES='' ; unroll=2
+    else
+      common=(--configs=base,xxlarge --seq_lens=512 --attention=cudnn --batch=base:64,xxlarge:16 --no-check_attention)
+      unroll=12
+    fi
+    XLA_FLAGS="--xla_dump_to=$dump --xla_dump_hlo_module_re=.*train_step.*" timeout 170 "$python" \
+      bench/accelerator.py "${common[@]}" --out="$out/baseline"
+    status=$?
+    tar -czf "$out/hlo.tgz" -C "$dump" . 2>/dev/null
+    timeout 150 "$python" bench/accelerator.py "${common[@]}" --torch_compile=off --scan_unroll=$unroll \
+      --out="$out/unrolled"
+    XLA_FLAGS=--xla_gpu_enable_triton_gemm=false timeout 120 "$python" bench/accelerator.py "${common[@]}" \
+      --torch_compile=off --out="$out/no_triton_gemm"
+    rm -f "$out"/*/accelerator.md  # printed in lease.log; at most 8 files come back
+    ;;
+  *) echo "gpu_lease: unknown lease '$lease'; known: speed, tuning" >&2; exit 2 ;;
 esac
 echo "gpu_lease: $lease finished with status $status; files: $(ls "$out" | tr '\n' ' ')"
 exit "$status"
