@@ -111,9 +111,11 @@ class ModelConfig:
   remat: str = 'none'  # one of REMAT_POLICIES
   attention: str = 'auto'  # one of ATTENTION
   # Blocks per iteration of the scanned loop. 1 keeps the compiled program the same size at any depth (what
-  # TPUs want); num_layers unrolls it, which spares XLA:CPU copying every layer's activations in and out of
-  # the loop (~20% faster training on a CPU) at a compile time that grows with depth.
-  scan_unroll: int = 1
+  # TPUs want); num_layers unrolls it, which spares XLA copying every layer's activations in and out of the loop
+  # (~20% faster training on a CPU) at a compile time that grows with depth. 0, the default, chooses by platform
+  # (for_platform): every block on a GPU, where zero-filling and writing the loop's stacked activations cost 8 to
+  # 15% of the step on an H200 (docs/benchmarks.md), 1 elsewhere.
+  scan_unroll: int = 0
   # Keep a dense E -> H projection even when E == H. The original (and BERT) have none then; HF's ALBERT always
   # has one, so an HF model with E == H is loaded with it.
   embedding_projection: bool = False
@@ -125,8 +127,9 @@ class ModelConfig:
     for name in ('vocab_size', 'embedding_size', 'hidden_size', 'num_layers', 'num_heads', 'intermediate_size',
                  'max_position_embeddings', 'type_vocab_size', 'num_groups', 'inner_group_num', 'scan_unroll'):
       value = getattr(self, name)
-      if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        fail(f'{name} must be a positive integer, got {value!r}.')
+      if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == 'scan_unroll' else 1):
+        fail(f'{name} must be a positive integer{" (or 0: by platform)" if name == "scan_unroll" else ""}, '
+             f'got {value!r}.')
     if self.hidden_size % self.num_heads:
       fail(f'hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}; choose num_heads '
            f'among the divisors of hidden_size (the released models use a head size of 64 or 128).')
@@ -185,15 +188,20 @@ class ModelConfig:
     return None
 
   def for_platform(self, platform: str) -> 'ModelConfig':
-    """This config with `attention` resolved for devices of `platform` ('cpu', 'gpu', 'tpu'): 'auto' becomes
-    'cudnn' on a GPU whose cuDNN takes the model, else 'xla'; 'cudnn' anywhere but on a GPU is a ConfigError."""
+    """This config with its by-platform choices made for devices of `platform` ('cpu', 'gpu', 'tpu'): `attention`
+    'auto' becomes 'cudnn' on a GPU whose cuDNN takes the model, else 'xla' ('cudnn' anywhere but on a GPU is a
+    ConfigError); `scan_unroll` 0 becomes every block on a GPU, else 1."""
     if self.attention == 'cudnn' and platform != 'gpu':
       raise ConfigError(f"config.model.attention 'cudnn' needs an NVIDIA GPU, and these devices are {platform}: use "
                         f"'auto' (XLA here, cuDNN on a GPU) or 'xla'.")
-    if self.attention != 'auto':
-      return self
-    cudnn = platform == 'gpu' and self.cudnn_refusal() is None and cudnn_attention_compiles(self.head_dim, self.dtype)
-    return dataclasses.replace(self, attention='cudnn' if cudnn else 'xla')
+    chosen = {}
+    if self.attention == 'auto':
+      cudnn = (platform == 'gpu' and self.cudnn_refusal() is None and
+               cudnn_attention_compiles(self.head_dim, self.dtype))
+      chosen['attention'] = 'cudnn' if cudnn else 'xla'
+    if self.scan_unroll == 0:
+      chosen['scan_unroll'] = self.num_blocks if platform == 'gpu' else 1
+    return dataclasses.replace(self, **chosen) if chosen else self
 
   @property
   def num_blocks(self) -> int:
@@ -491,7 +499,8 @@ class Encoder(nn.Module):
       # prevent_cse=False is safe (and faster) inside scan, whose loop already stops the CSE remat guards against.
       block = nn.remat(Block, prevent_cse=False, policy=REMAT_POLICIES[cfg.remat])
     blocks = nn.scan(block, variable_broadcast='params', split_rngs={'params': False, 'dropout': True},
-                     in_axes=(0, nn.broadcast), length=cfg.num_blocks, unroll=min(cfg.scan_unroll, cfg.num_blocks))
+                     in_axes=(0, nn.broadcast), length=cfg.num_blocks,
+                     unroll=min(cfg.scan_unroll or 1, cfg.num_blocks))  # 0: not resolved for a platform
     x, _ = blocks(cfg, self.deterministic, name='block')(x, jnp.arange(cfg.num_blocks), padding)
     return x
 

@@ -137,7 +137,7 @@ def bench_config(config, seq_len: int, attention: str, platform: str, scan_unrol
   config = config.copy_and_resolve_references()
   config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0, attention=attention,
                       max_position_embeddings=max(config.model.max_position_embeddings, seq_len))
-  if scan_unroll:
+  if scan_unroll is not None:
     config.model.scan_unroll = scan_unroll
   if platform != 'cpu':
     config.model.dtype = 'bfloat16'
@@ -328,7 +328,8 @@ def measure(name: str, config, args, env: dict, save: Callable[[list], None]) ->
     say(f'  at {seq_len}: batch {batch_size}; HF runs {hf_mode}')
     for attention, program in programs.items():
       row = {'config': name, 'seq_len': seq_len, 'attention': attention,
-             'resolved_attention': program.model.config.attention, 'batch': batch_size, 'predictions': predictions,
+             'resolved_attention': program.model.config.attention, 'scan_unroll': program.model.config.scan_unroll,
+             'batch': batch_size, 'predictions': predictions,
              'flops_per_step': flops,
              # HF's work beyond the model FLOPs: MLM logits at every position (not counted in its MFU).
              'hf_flops_per_step_with_all_logits':
@@ -697,7 +698,8 @@ def parse_args() -> argparse.Namespace:
   parser.add_argument('--steps', type=int, help='timed steps per block; default 3 (2 with --smoke)')
   parser.add_argument('--out', default='/tmp/albert_jax_bench', help='directory for accelerator.json and .md')
   parser.add_argument('--scan_unroll', type=int, help="our encoder's blocks per loop iteration "
-                      "(config.model.scan_unroll; the layer count unrolls it); default: the config's")
+                      "(config.model.scan_unroll; the layer count unrolls it, 1 keeps the loop); default: the "
+                      "config's (0: every block on a GPU, else 1)")
   parser.add_argument('--profile', help='directory: trace our step (jax.profiler) where a row misses its target '
                       '(every row with --smoke) and sum the trace into the row')
   parser.add_argument('--smoke', action='store_true', help='tiny shapes, batch 4, 2 blocks of 2 steps: seconds on a '

@@ -164,3 +164,44 @@ def test_attention_check_passes_a_correct_kernel_and_fails_a_wrong_one(bench, cu
   bad = check()[0]
   assert not bad['pass'] and "['attention']" in bad['worst_gradient']
   assert bad['gradients'][bad['worst_gradient']]['of_allowed'] > 1
+
+
+def test_batch_named_per_config_and_length(bench):
+  spec = bench.batch_spec('8, base:16, base@128:32')
+  assert [bench.batch_for(spec, name, seq) for name, seq in (('base', 128), ('base', 512), ('xxlarge', 512))] == \
+      [32, 16, 8]
+  assert bench.batch_for(bench.batch_spec('base@512:4'), 'xxlarge', 512) is None  # not named: searched for
+  with pytest.raises(Exception, match="'base:x': want N, CONFIG:N or CONFIG@SEQ:N"):
+    bench.batch_spec('base:x')
+
+
+@pytest.mark.parametrize('lease', ['speed', 'tuning'])
+def test_gpu_lease_smoke_writes_what_comes_back(lease, tmp_path):
+  """bench/gpu_lease.sh, the one command a lent GPU runs, at tiny shapes on the CPU: it exits 0, and what it leaves
+  under $OUT is what the device tool brings back (at most 8 files, no deeper than two folders)."""
+  run = subprocess.run(['bash', 'bench/gpu_lease.sh', lease, '--smoke'], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600, env={**os.environ, 'OUT': str(tmp_path), 'PYTHON': sys.executable})
+  assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+  files = sorted(str(f.relative_to(tmp_path)) for f in tmp_path.rglob('*') if f.is_file())
+  assert len(files) <= 8 and all(f.count('/') <= 2 for f in files), files
+  assert f'gpu_lease: {lease} finished with status 0' in (tmp_path / 'lease.log').read_text()
+  assert 'jax 0.' in (tmp_path / 'environment.txt').read_text()
+  if lease == 'tuning':
+    assert set(files) == {'environment.txt', 'lease.log', 'hlo.tgz', 'baseline/accelerator.json',
+                          'rolled/accelerator.json', 'no_triton_gemm/accelerator.json'}
+    results = {v: json.loads((tmp_path / v / 'accelerator.json').read_text()) for v in ('baseline', 'rolled')}
+    assert results['rolled']['rows'][0]['scan_unroll'] == 1 and results['rolled']['scan_unroll'] == 1
+    assert 'xla_dump_to' in results['baseline']['xla_flags']
+    return
+  result = json.loads((tmp_path / 'accelerator.json').read_text())
+  rows = {(r['config'], r['seq_len']): r for r in result['rows']}
+  # The batches the lease names: tiny_albert_deep@32:4, tiny_albert:2; tiny_albert_deep at 16 unnamed (smoke's 4).
+  assert {k: r['batch'] for k, r in rows.items()} == {('tiny_albert_deep', 32): 4, ('tiny_albert_deep', 16): 4,
+                                                      ('tiny_albert', 32): 2, ('tiny_albert', 16): 2}
+  for r in rows.values():  # --smoke profiles every row; on a CPU the host's XLA work is summed
+    profile = r['profile']
+    assert profile['events'] == 'host' and profile['steps'] == 3 and profile['top']
+    assert profile['busy_s_per_step'] == pytest.approx(profile['busy_of_step'] * profile['step_s'])
+    assert not any(t['name'].startswith('$') for t in profile['top'])  # Python frames left out
+  traces = [f for f in files if f.startswith('profile_')]
+  assert len(traces) == 2 and all(f.endswith('.json.gz') for f in traces)

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from albert_jax.model import Albert, ModelConfig, init_params
+from albert_jax.model import Albert, ConfigError, ModelConfig, init_params
 
 SMALL = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_layers=4, num_heads=4, intermediate_size=48,
              max_position_embeddings=32)
@@ -157,6 +157,20 @@ def test_scan_unroll_computes_the_same_function():
   ids, types, mask = batch()
   np.testing.assert_allclose(model.apply({'params': params}, ids, types, mask).mlm_logits,
                              unrolled.apply({'params': params}, ids, types, mask).mlm_logits, atol=1e-5)
+
+
+def test_scan_unroll_by_platform_unrolls_on_a_gpu_only():
+  """scan_unroll 0 (the default): every block on a GPU, where the scanned loop's stacked activations cost an H200
+  8.5% (xxlarge) to 15% (base) of the step (bench/runs/gpu_h200_2026-11-26), one elsewhere (a TPU's program stays
+  the same size at any depth); a number the config names is kept everywhere."""
+  grouped = ModelConfig(**{**SMALL, 'num_layers': 6, 'inner_group_num': 2})  # 12 blocks a pass
+  assert grouped.scan_unroll == 0 and grouped.num_blocks == 12
+  assert grouped.for_platform('gpu').scan_unroll == 12
+  assert grouped.for_platform('cpu').scan_unroll == grouped.for_platform('tpu').scan_unroll == 1
+  named = ModelConfig(**{**SMALL, 'scan_unroll': 2})
+  assert {named.for_platform(p).scan_unroll for p in ('cpu', 'gpu', 'tpu')} == {2}
+  with pytest.raises(ConfigError, match='scan_unroll must be a positive integer .or 0: by platform., got -1'):
+    ModelConfig(**{**SMALL, 'scan_unroll': -1})
 
 
 def test_compiled_program_does_not_grow_with_depth():
