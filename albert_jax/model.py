@@ -113,8 +113,8 @@ class ModelConfig:
   # Blocks per iteration of the scanned loop. 1 keeps the compiled program the same size at any depth (what
   # TPUs want); num_layers unrolls it, which spares XLA copying every layer's activations in and out of the loop
   # (~20% faster training on a CPU) at a compile time that grows with depth. 0, the default, chooses by platform
-  # (for_platform): every block on a GPU, where zero-filling and writing the loop's stacked activations cost 8 to
-  # 15% of the step on an H200 (docs/benchmarks.md), 1 elsewhere.
+  # (for_platform): every block on a GPU, where copying each layer's activations into and out of the loop's stacks
+  # costs an H200 8 to 15% of the step (docs/benchmarks.md), 1 elsewhere.
   scan_unroll: int = 0
   # Keep a dense E -> H projection even when E == H. The original (and BERT) have none then; HF's ALBERT always
   # has one, so an HF model with E == H is loaded with it.
