@@ -769,11 +769,13 @@ def main():
   rows = []
   for i, name in enumerate(args.names):
     say(f'[{i + 1}/{len(args.names)}] {name}')
-    stopped = f'not run: the run stopped in config {i + 1} of {len(args.names)}'
-    # After every row: a run stopped at a time limit (a lent GPU's minutes are few) keeps what it measured.
+    during = f'not run: the run stopped during config {i + 1} of {len(args.names)}'
+    # After every row and config: a run stopped at a time limit (a lent GPU's minutes are few) keeps what it
+    # measured.
     rows += measure(name, args.suite.configs[name], args, env,
-                    save=lambda partial: write(out, summary(args, env, rows + partial, stopped)))
+                    save=lambda partial: write(out, summary(args, env, rows + partial, during)))
     release()
+    write(out, summary(args, env, rows, f'not run: the run stopped after {i + 1} of {len(args.names)} configs'))
   text = write(out, summary(args, env, rows, attention_check(args, env, rows)))
   say(f'\n{text}\nwrote {out / "accelerator.json"} and {out / "accelerator.md"}')
 
