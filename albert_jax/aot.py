@@ -143,7 +143,7 @@ class Check:
 def check(config, topo: Topology, devices=None) -> Check:
   devices = devices if devices is not None else topo.compile_only_devices()
   mesh = sharding.make_mesh(config.mesh, devices)
-  sharding.check_batch_size(config.train.batch_size, mesh, f' of {topo.name}')
+  sharding.check_batch_size(config.train.batch_size, mesh, f' of {topo.name}', config.train.grad_accum_steps)
   dp = sharding.data_parallel_size(mesh)
   program = step_lib.build(config, validate(config).for_platform(devices[0].platform), mesh)
   state = program.abstract_state()

@@ -41,6 +41,9 @@ def defaults() -> ml_collections.ConfigDict:
 
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 4096  # global, over all hosts
+  # Microbatches per step: the batch runs in this many parts, one after another, and one update applies their
+  # summed gradients, the same as one batch of the whole size: the paper's batch on a slice too small to hold it.
+  config.train.grad_accum_steps = 1
   config.train.num_steps = 125_000
   config.train.optimizer = 'lamb'  # or 'adamw'
   config.train.learning_rate = 0.00176
@@ -96,6 +99,7 @@ def finetune_defaults() -> ml_collections.ConfigDict:
 
   config.train = ml_collections.ConfigDict()
   config.train.batch_size = 32
+  config.train.grad_accum_steps = 1  # microbatches per step, as in pretraining
   config.train.eval_batch_size = 32
   config.train.num_steps = 1000
   config.train.optimizer = 'adamw'  # the original fine-tunes with AdamW (no bias correction), wd 0.01, clip 1
@@ -122,8 +126,8 @@ def validate_finetune(config: ml_collections.ConfigDict, model: ModelConfig) -> 
     raise ConfigError(f'config.task.classifier_dropout must be in [0, 1), got {config.task.classifier_dropout}.')
   if config.task.train_examples < 0:
     raise ConfigError(f'config.task.train_examples must be 0 (all) or a count, got {config.task.train_examples}.')
-  _check_train(config.train, ('batch_size', 'eval_batch_size', 'num_steps', 'log_every', 'checkpoint_every',
-                              'keep_checkpoints'))
+  _check_train(config.train, ('batch_size', 'grad_accum_steps', 'eval_batch_size', 'num_steps', 'log_every',
+                              'checkpoint_every', 'keep_checkpoints'))
 
 
 def validate(config: ml_collections.ConfigDict) -> ModelConfig:
@@ -144,8 +148,8 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
     raise ConfigError('config.data: eval_fraction must be in (0, 1), chunk_documents positive, and workers a count '
                       'or -1 (one per accelerator device).')
   train = config.train
-  _check_train(train, ('batch_size', 'num_steps', 'log_every', 'eval_every', 'eval_batches', 'checkpoint_every',
-                       'keep_checkpoints'))
+  _check_train(train, ('batch_size', 'grad_accum_steps', 'num_steps', 'log_every', 'eval_every', 'eval_batches',
+                       'checkpoint_every', 'keep_checkpoints'))
   if bool(train.fill_mask_text) != bool(train.fill_mask_word) or train.fill_mask_word not in train.fill_mask_text:
     raise ConfigError('config.train.fill_mask_word must be a word of config.train.fill_mask_text (or both empty).')
   return model

@@ -133,7 +133,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)
   for name in ('batch_size', 'eval_batch_size'):
-    sharding.check_batch_size(config.train[name], mesh, f' (config.train.{name})')
+    sharding.check_batch_size(config.train[name], mesh, f' (config.train.{name})',
+                              config.train.grad_accum_steps if name == 'batch_size' else 1)
   platform_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
   host, hosts = jax.process_index(), jax.process_count()
   say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
@@ -156,8 +157,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   dummy = task.dummy_inputs()
   program = step_lib.make_program(
       model, lambda rng: model.init({'params': rng}, **dummy)['params'],
-      lambda params, batch, rng, deterministic: task.loss(model, params, batch, rng, deterministic),
-      lambda params, batch: task.predict(model, params, batch), config.train, mesh)
+      lambda params, batch, rng, deterministic, norms: task.loss(model, params, batch, rng, deterministic, norms),
+      task.normalizers, lambda params, batch: task.predict(model, params, batch), config.train, mesh)
   abstract_state = program.abstract_state()
   abstract_batch = {k: jax.ShapeDtypeStruct((config.train.batch_size, *v.shape[1:]), v.dtype,
                                             sharding=program.batch_sharding)

@@ -72,11 +72,17 @@ def data_parallel_size(mesh) -> int:
   return mesh.shape['data'] * mesh.shape['fsdp']
 
 
-def check_batch_size(batch_size: int, mesh, where: str = '') -> None:
-  """The global batch must split evenly over the data-parallel devices: say so before anything compiles."""
+def check_batch_size(batch_size: int, mesh, where: str = '', microbatches: int = 1) -> None:
+  """The global batch must split evenly over the data-parallel devices, and each device's part into the
+  microbatches (config.train.grad_accum_steps): say so before anything compiles."""
   if batch_size % data_parallel_size(mesh):
     raise ConfigError(f'config.train.batch_size {batch_size} is not divisible by the data-parallel size '
                       f'{data_parallel_size(mesh)}{where} (mesh {dict(mesh.shape)}).')
+  if batch_size // data_parallel_size(mesh) % microbatches:
+    raise ConfigError(f'config.train.batch_size {batch_size} is {batch_size // data_parallel_size(mesh)} per '
+                      f'data-parallel device{where}, which config.train.grad_accum_steps {microbatches} does not '
+                      f'divide: choose a batch of a multiple of {data_parallel_size(mesh) * microbatches}, or '
+                      f'microbatches that divide {batch_size // data_parallel_size(mesh)}.')
 
 
 def param_shardings(boxed_abstract_params, mesh):

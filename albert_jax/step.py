@@ -16,21 +16,30 @@ from albert_jax.data.pipeline import collate
 from albert_jax.model import Albert, ModelConfig, init_params
 
 
-def losses(model, params, batch, dropout_rng, sentence_task: str, deterministic: bool):
-  """(total loss, sums for metrics). MLM: weighted token mean over the batch, + 1e-5 in the denominator, as the
-  original; SOP/NSP: mean cross-entropy over the rows with a label (padding rows of a held-out set have -1), left
-  out of the loss when sentence_task is 'none'."""
+def normalizers(batch) -> dict:
+  """What each term of the pretraining loss divides its sum by: the MLM weights (+ 1e-5, as the original) and the
+  rows with a sentence label (padding rows of a held-out set have -1). Functions of the batch alone, so that the
+  losses of k microbatches, each divided by the whole batch's, add up to the whole batch's loss."""
+  return {'mlm': jnp.sum(batch['masked_lm_weights']) + 1e-5,
+          'sop': jnp.maximum(jnp.sum(batch['sentence_order_labels'] >= 0), 1)}
+
+
+def losses(model, params, batch, dropout_rng, sentence_task: str, deterministic: bool, norms=None):
+  """(total loss, sums for metrics). MLM: weighted token mean over the batch; SOP/NSP: mean cross-entropy over the
+  rows with a label, left out of the loss when sentence_task is 'none'. Each mean divides by `norms`
+  (normalizers() of the whole batch when this is a microbatch of it; by default this batch's own)."""
+  norms = normalizers(batch) if norms is None else norms
   out = model.apply({'params': params}, batch['input_ids'], batch['segment_ids'], batch['input_mask'],
                     masked_lm_positions=batch['masked_lm_positions'], deterministic=deterministic,
                     rngs={'dropout': dropout_rng})
   weights = batch['masked_lm_weights']
   mlm_ce = optax.softmax_cross_entropy_with_integer_labels(out.mlm_logits, batch['masked_lm_ids'])
-  mlm_loss = jnp.sum(mlm_ce * weights) / (jnp.sum(weights) + 1e-5)
   labels = batch['sentence_order_labels']
   labelled = labels >= 0
   sop_ce = optax.softmax_cross_entropy_with_integer_labels(out.sop_logits, jnp.maximum(labels, 0)) * labelled
   sop_count = jnp.sum(labelled)
-  loss = mlm_loss + (jnp.sum(sop_ce) / jnp.maximum(sop_count, 1) if sentence_task != 'none' else 0.0)
+  loss = jnp.sum(mlm_ce * weights) / norms['mlm'] + (jnp.sum(sop_ce) / norms['sop'] if sentence_task != 'none'
+                                                      else 0.0)
   sums = {'mlm_loss': jnp.sum(mlm_ce * weights), 'mlm_correct': jnp.sum((out.mlm_logits.argmax(-1) ==
                                                                          batch['masked_lm_ids']) * weights),
           'mlm_count': jnp.sum(weights), 'sop_loss': jnp.sum(sop_ce),
@@ -77,16 +86,22 @@ def build(config, model_config: ModelConfig, mesh) -> Program:
   task, eval_rng = config.data.sentence_task, jax.random.key(0)  # no dropout in evaluation: the key is unused
   return make_program(
       model, lambda rng: init_params(model, rng),
-      lambda params, batch, rng, deterministic: losses(model, params, batch, rng, task, deterministic),
-      lambda params, batch: losses(model, params, batch, eval_rng, task, True)[1], config.train, mesh)
+      lambda params, batch, rng, deterministic, norms: losses(model, params, batch, rng, task, deterministic, norms),
+      normalizers, lambda params, batch: losses(model, params, batch, eval_rng, task, True)[1], config.train, mesh)
 
 
-def make_program(model: nn.Module, init: Callable, loss: Callable, evaluate_batch: Callable, train_config,
-                 mesh) -> Program:
+def make_program(model: nn.Module, init: Callable, loss: Callable, loss_normalizers: Callable,
+                 evaluate_batch: Callable, train_config, mesh) -> Program:
   """The state, its shardings and the jitted steps of any model: pretraining (build) and fine-tuning share it.
 
-  init(rng) -> boxed params; loss(params, batch, dropout_rng, deterministic) -> (loss, sums for metrics);
-  evaluate_batch(params, batch) -> what an eval step returns (replicated on every device)."""
+  init(rng) -> boxed params; loss(params, batch, dropout_rng, deterministic, norms) -> (loss, sums for metrics),
+  its means divided by `norms`; loss_normalizers(batch) -> those of a whole batch (see normalizers());
+  evaluate_batch(params, batch) -> what an eval step returns (replicated on every device).
+
+  With train_config.grad_accum_steps k > 1 a step runs the batch as k microbatches, one after another, each spread
+  over every data shard, and applies one update with the sum of their gradients: each microbatch's loss divides by
+  the whole batch's normalizers, so the sum is the whole batch's loss and gradient (dropout aside, whose masks
+  differ), and the metrics' sums are the whole batch's."""
   boxed = jax.eval_shape(init, jax.random.key(0))
   abstract_params = nn.unbox(boxed)
   tx = optim.make(train_config, abstract_params, boxed)
@@ -104,10 +119,32 @@ def make_program(model: nn.Module, init: Callable, loss: Callable, evaluate_batc
   base_rng = jax.random.key(train.seed + 1)
   learning_rate = optim.schedule(train.learning_rate, train.warmup_steps, train.num_steps, train.poly_power)
 
+  batch_sharding = sharding.batch_sharding(mesh)
+  microbatches = train.grad_accum_steps
+
+  def value_and_grads(params, batch, rng):
+    """((loss, sums), gradients) of the whole batch, in `microbatches` parts when there are several."""
+    grad_fn = jax.value_and_grad(lambda p, b, r, norms: loss(p, b, r, False, norms), has_aux=True)
+    if microbatches == 1:
+      return grad_fn(params, batch, rng, None)
+    norms = loss_normalizers(batch)
+    # Row j of microbatch i is row j*k + i: every data shard's contiguous rows hold an equal part of each
+    # microbatch, so each runs on all devices with no data moved between them.
+    split = NamedSharding(mesh, PartitionSpec(None, *batch_sharding.spec))
+    parts = jax.tree.map(lambda x: jax.lax.with_sharding_constraint(
+        jnp.swapaxes(x.reshape(x.shape[0] // microbatches, microbatches, *x.shape[1:]), 0, 1), split), batch)
+
+    def add_one(total, part):
+      i, microbatch = part
+      return jax.tree.map(jnp.add, total, grad_fn(params, microbatch, jax.random.fold_in(rng, i), norms)), None
+
+    zero = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(
+        grad_fn, params, jax.tree.map(lambda x: x[0], parts), rng, norms))
+    return jax.lax.scan(add_one, zero, (jnp.arange(microbatches), parts))[0]
+
   def train_step(state, batch):
     rng = jax.random.fold_in(base_rng, state['step'])
-    grad_fn = jax.value_and_grad(lambda p: loss(p, batch, rng, False), has_aux=True)
-    (value, sums), grads = grad_fn(state['params'])
+    (value, sums), grads = value_and_grads(state['params'], batch, rng)
     updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
     params = optax.apply_updates(state['params'], updates)
     out = {'loss': value, 'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(params),
@@ -118,7 +155,6 @@ def make_program(model: nn.Module, init: Callable, loss: Callable, evaluate_batc
       out.update(trust_ratio_min=flat.min(), trust_ratio_mean=flat.mean(), trust_ratio_max=flat.max())
     return {'step': state['step'] + 1, 'params': params, 'opt_state': opt_state}, out
 
-  batch_sharding = sharding.batch_sharding(mesh)
   return Program(
       model=model, tx=tx, abstract_params=abstract_params, state_sharding=state_sharding,
       batch_sharding=batch_sharding,

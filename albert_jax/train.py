@@ -72,7 +72,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   checkpoint.check_shared(workdir)
   checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)
-  sharding.check_batch_size(config.train.batch_size, mesh)
+  sharding.check_batch_size(config.train.batch_size, mesh, microbatches=config.train.grad_accum_steps)
   model_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
   host, hosts = jax.process_index(), jax.process_count()
   # Host 0 speaks for all; on a pod its lines say so, as each worker's log file is read on its own.

@@ -92,7 +92,14 @@ class ClassificationTask:
                       f'the file or choose the task whose labels it uses.')
     return self.labels.index(str(label))
 
-  def loss(self, model, params, batch, rng, deterministic: bool):
+  def normalizers(self, batch) -> dict:
+    """What the loss divides its sum by: the examples (padding rows weigh 0), as step.normalizers."""
+    return {'count': jnp.maximum(jnp.sum(batch['weights']), 1)}
+
+  def loss(self, model, params, batch, rng, deterministic: bool, norms=None):
+    """(mean loss over the examples, sums for metrics); the mean divides by `norms` (a whole batch's, when this
+    is one of its microbatches) or by this batch's own."""
+    norms = self.normalizers(batch) if norms is None else norms
     logits = model.apply({'params': params}, batch['input_ids'], batch['segment_ids'], batch['input_mask'],
                          deterministic=deterministic, rngs={'dropout': rng}).logits
     weights = batch['weights']
@@ -100,9 +107,8 @@ class ClassificationTask:
       per_example = jnp.square(logits[:, 0] - batch['label_ids'])
     else:
       per_example = optax.softmax_cross_entropy_with_integer_labels(logits, batch['label_ids'])
-    count = jnp.sum(weights)
-    return jnp.sum(per_example * weights) / jnp.maximum(count, 1), {'loss': jnp.sum(per_example * weights),
-                                                                   'count': count}
+    return jnp.sum(per_example * weights) / norms['count'], {'loss': jnp.sum(per_example * weights),
+                                                            'count': jnp.sum(weights)}
 
   def predict(self, model, params, batch) -> dict:
     logits = model.apply({'params': params}, batch['input_ids'], batch['segment_ids'], batch['input_mask']).logits

@@ -245,9 +245,16 @@ class SquadTask:
 
   # ---- Loss and outputs.
 
-  def loss(self, model, params, batch, rng, deterministic: bool):
+  def normalizers(self, batch) -> dict:
+    """What the loss divides its sum by: the features (padding rows weigh 0), as step.normalizers."""
+    return {'count': jnp.maximum(jnp.sum(batch['weights']), 1)}
+
+  def loss(self, model, params, batch, rng, deterministic: bool, norms=None):
+    """(mean loss over the features, sums for metrics); the mean divides by `norms` (a whole batch's, when this
+    is one of its microbatches) or by this batch's own."""
+    norms = self.normalizers(batch) if norms is None else norms
     inputs = (batch['input_ids'], batch['segment_ids'], batch['input_mask'])
-    weights, count = batch['weights'], jnp.maximum(jnp.sum(batch['weights']), 1)
+    weights, count = batch['weights'], norms['count']
     if self.version == 'v1.1':
       out = model.apply({'params': params}, *inputs, deterministic=deterministic, rngs={'dropout': rng})
       ce = lambda logits, labels: optax.softmax_cross_entropy_with_integer_labels(logits, labels)
