@@ -4,12 +4,14 @@ TPU topology on a machine without TPUs, with libtpu's compile-only devices (the 
   python -m albert_jax.aot --config=configs/xxlarge.py --topology=v3-512 [--config.model.remat=full] [--mfu=0.4]
   python -m albert_jax.aot --config=configs/base.py --topology=v3-64,v3-128 --format=markdown   # table rows
   python -m albert_jax.aot --config=configs/large.py --topology=v6e-256 --smallest   # and the smallest v6e slice
+  python -m albert_jax.aot --config=configs/xxlarge.py --topology=v5e-256 --smallest --accumulate
 
 Reports per-device memory (parameters, optimizer state, batch, temporaries, peak) against the device's HBM, whether
 it fits, the analytic FLOPs per step and the step time they imply at a stated MFU. When it does not fit it looks
-for a remat policy that fits, else the largest per-device batch that does; --largest_batch looks for the largest
-batch even when the configured one fits; --smallest walks down from each slice to the smallest one of its generation
-that still fits the configured batch. Over several slices (2xv5e-256) it reports what the compiled step sends over
+for a remat policy that fits and for the fewest microbatches (train.grad_accum_steps) that fit, alone or with full
+remat, else the largest per-device batch that does; --largest_batch looks for the largest batch even when the
+configured one fits; --smallest walks down from each slice to the smallest one of its generation that still fits the
+configured batch (with --accumulate, splitting it into more microbatches as the slices shrink). Over several slices (2xv5e-256) it reports what the compiled step sends over
 the data-center network. Each try is one compile (seconds to a minute).
 """
 import dataclasses
@@ -129,6 +131,7 @@ class Check:
   """One compile of the step for a topology: what it needs per device, or how far over the HBM it went."""
   batch_size: int
   per_shard: int  # the batch of one data-parallel shard: of each device under pure data parallelism
+  microbatches: int  # config.train.grad_accum_steps: the shard's batch runs in this many parts
   remat: str
   fits: bool
   params: int
@@ -149,7 +152,8 @@ def check(config, topo: Topology, devices=None) -> Check:
   state = program.abstract_state()
   batch = program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
                                  config.data.max_predictions_per_seq)
-  sizes = dict(batch_size=config.train.batch_size, per_shard=config.train.batch_size // dp, remat=config.model.remat,
+  sizes = dict(batch_size=config.train.batch_size, per_shard=config.train.batch_size // dp,
+               microbatches=config.train.grad_accum_steps, remat=config.model.remat,
                params=per_device_bytes(state['params']), opt_state=per_device_bytes(state['opt_state']),
                batch=per_device_bytes(batch))
   try:
@@ -162,23 +166,58 @@ def check(config, topo: Topology, devices=None) -> Check:
                **sizes)
 
 
-def with_overrides(config, batch_size: int, remat: str):
+def with_overrides(config, batch_size: int, remat: str, microbatches: Optional[int] = None):
   config = config.copy_and_resolve_references()
   with config.unlocked():
     config.train.batch_size, config.model.remat = batch_size, remat
+    if microbatches:
+      config.train.grad_accum_steps = microbatches
   return config
 
 
+def fewest_microbatches(config, topo: Topology, devices, remat: str, per_shard: int, start: int,
+                        tries: list) -> Optional[Check]:
+  """The check of the fewest microbatches, from `start` up, with which the configured batch fits under `remat`
+  (None if not even one row per microbatch does); every try is appended to `tries`. The counts are the divisors of
+  the shard's batch; memory falls as they grow, so they are searched doubling, then bisecting."""
+  counts = [k for k in range(max(start, 1), per_shard + 1) if per_shard % k == 0]
+  found = {}
+
+  def fits(i: int) -> bool:
+    tries.append(check(with_overrides(config, config.train.batch_size, remat, counts[i]), topo, devices))
+    found[i] = tries[-1]
+    return tries[-1].fits
+
+  low, high, i = -1, None, 0  # counts[low] does not fit, counts[high] does
+  while high is None and i < len(counts):
+    low, high, i = (low, i, i) if fits(i) else (i, None, 2 * i + 1)
+  if high is None:
+    if not counts or low == len(counts) - 1 or not fits(len(counts) - 1):
+      return None
+    high = len(counts) - 1
+  while high - low > 1:
+    middle = (low + high) // 2
+    low, high = (low, middle) if fits(middle) else (middle, high)
+  return found[high]
+
+
 def suggest(config, topo: Topology, devices, first: Check, largest_batch: bool) -> list:
-  """Further checks: stronger remat policies at the configured batch; if none fits, the largest batch that fits
-  with full remat; if asked, the largest batch that fits as configured. Batches are searched over multiples of the
-  data-parallel size, doubling or halving, then bisecting to within an eighth."""
+  """Further checks. Where the configured step does not fit: stronger remat policies at the configured batch, and
+  the fewest microbatches (train.grad_accum_steps) that fit it, with the configured policy or else with full remat;
+  if none fits, the largest batch that fits with full remat. If asked, the largest batch that fits as configured.
+  Batches are searched over multiples of the data-parallel size, doubling or halving, then bisecting to within an
+  eighth."""
   tries, remat = [], config.model.remat
   if not first.fits:
     for policy in REMAT_BY_MEMORY[REMAT_BY_MEMORY.index(remat) + 1:]:
       tries.append(check(with_overrides(config, config.train.batch_size, policy), topo, devices))
       if tries[-1].fits:
-        return tries
+        break
+    for policy in dict.fromkeys((remat, REMAT_BY_MEMORY[-1])):  # accumulation alone, else with full remat
+      if fewest_microbatches(config, topo, devices, policy, first.per_shard, first.microbatches + 1, tries):
+        break
+    if any(t.fits for t in tries):
+      return tries
     remat = REMAT_BY_MEMORY[-1]
   elif not largest_batch:
     return tries
@@ -201,23 +240,34 @@ def suggest(config, topo: Topology, devices, first: Check, largest_batch: bool) 
   return tries
 
 
-def smallest_slice(config, topo: Topology, fitting: Check):
+def smallest_slice(config, topo: Topology, fitting: Check, accumulate: bool = False):
   """The smallest slice of `topo`'s generation that fits the configured batch, and its check: halving while the
-  step fits with full remat, then on the last that does, the first policy that fits, from the one that fitted on
-  `topo` (a smaller slice holds more of the batch per device, so it needs at least as strong a policy)."""
-  smallest, found = topo, fitting
+  step fits with full remat (with `accumulate`, in twice the microbatches where it does not: a half-size slice holds
+  twice the rows per device), then on the last that does, the first policy that fits, from the one that fitted on
+  `topo` (a smaller slice holds more of the batch per device, so it needs at least as strong a policy); with
+  `accumulate`, the fewest microbatches that fit there alone, else with the weakest policy that fits."""
+  smallest, found, batch, full = topo, fitting, config.train.batch_size, REMAT_BY_MEMORY[-1]
   candidate = topo.slice.smaller()
   while candidate:
     smaller = topology(candidate.cloud_name)
-    full = check(with_overrides(config, config.train.batch_size, REMAT_BY_MEMORY[-1]), smaller)
-    if not full.fits:
+    tried = check(with_overrides(config, batch, full, found.microbatches), smaller)
+    if not tried.fits and accumulate:
+      tried = check(with_overrides(config, batch, full, 2 * found.microbatches), smaller)
+    if not tried.fits:
       break
-    smallest, found, candidate = smaller, full, candidate.smaller()
-  if smallest is not topo:
-    for policy in REMAT_BY_MEMORY[REMAT_BY_MEMORY.index(fitting.remat):-1]:
-      weaker = check(with_overrides(config, config.train.batch_size, policy), smallest)
-      if weaker.fits:
-        return smallest, weaker
+    smallest, found, candidate = smaller, tried, candidate.smaller()
+  if smallest is topo:
+    return smallest, found
+  if accumulate:
+    tries = []
+    alone = fewest_microbatches(config, smallest, None, config.model.remat, found.per_shard, 1, tries)
+    if alone:
+      return smallest, alone
+    found = fewest_microbatches(config, smallest, None, full, found.per_shard, 1, tries) or found
+  for policy in REMAT_BY_MEMORY[REMAT_BY_MEMORY.index(fitting.remat):-1]:
+    weaker = check(with_overrides(config, batch, policy, found.microbatches), smallest)
+    if weaker.fits:
+      return smallest, weaker
   return smallest, found
 
 
@@ -226,7 +276,8 @@ def gib(n) -> str:
 
 
 def describe(c: Check, topo: Topology) -> str:
-  head = f'batch {c.batch_size} ({c.per_shard} per data shard), remat {c.remat}'
+  parts = f', in {c.microbatches} microbatches of {c.per_shard // c.microbatches}' if c.microbatches > 1 else ''
+  head = f'batch {c.batch_size} ({c.per_shard} per data shard{parts}), remat {c.remat}'
   if c.fits:
     return (f'{head}: fits, peak {gib(c.peak)} of {gib(topo.hbm_bytes)} per device (parameters {gib(c.params)}, '
             f'optimizer state {gib(c.opt_state)}, batch {gib(c.batch)}, temporaries {gib(c.temporaries)})')
@@ -248,7 +299,7 @@ def on_slices(config, topo: Topology):
 
 
 def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devices=None,
-           smallest: bool = False) -> dict:
+           smallest: bool = False, accumulate: bool = False) -> dict:
   if smallest and topo.num_slices > 1:
     raise ConfigError(f'--smallest looks for the smallest single slice: give one slice ({topo.slice.cloud_name}), '
                       f'not {topo.name}.')
@@ -274,7 +325,11 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
   for t in tries:
     lines.append('  try ' + describe(t, topo))
   fitting = [t for t in tries if t.fits]
-  best = max(fitting, key=lambda t: t.batch_size) if fitting else None
+  # At the configured batch: the fewest microbatches alone, else a policy alone, else the two together.
+  options = sorted((t for t in fitting if t.batch_size == first.batch_size),
+                   key=lambda t: (t.remat != first.remat, t.microbatches != first.microbatches, t.microbatches,
+                                  REMAT_BY_MEMORY.index(t.remat)))
+  best = options[0] if options else max(fitting, key=lambda t: t.batch_size) if fitting else None
   at_batch = first if first.fits else best if best and best.batch_size == first.batch_size else None
   dcn_bytes = at_batch.dcn_bytes if at_batch else None
   if dcn_bytes is not None:  # data parallelism over slices: what crosses them should be the fp32 gradients
@@ -285,9 +340,13 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
                  f'the {gradients / 1e9:.3g} GB of fp32 gradients), {rate / 1e9:.3g} GB/s at that step time')
   suggestion = None
   if not first.fits:
-    suggestion = (f'--config.model.remat={best.remat}' +
-                  (f' --config.train.batch_size={best.batch_size}' if best.batch_size != first.batch_size else '')
-                  if best else 'nothing tried fits: shard parameters over mesh.fsdp or mesh.model')
+    setting = lambda t: ' '.join(
+        ([f'--config.train.grad_accum_steps={t.microbatches}'] if t.microbatches != first.microbatches else []) +
+        ([f'--config.model.remat={t.remat}'] if t.remat != first.remat else []) +
+        ([f'--config.train.batch_size={t.batch_size}'] if t.batch_size != first.batch_size else []))
+    others = [setting(t) for t in options[1:] if t.remat == first.remat or t.microbatches == first.microbatches]
+    suggestion = (setting(best) + ''.join(f' (or {other})' for other in others[:1]) if best else
+                  'nothing tried fits: shard parameters over mesh.fsdp or mesh.model')
     lines.append(f'  suggestion: {suggestion}')
   elif largest_batch and best:
     lines.append(f'  largest batch that fits with remat {best.remat}: {best.batch_size}')
@@ -296,7 +355,7 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
     if at_batch is None:
       lines.append(f'  no {topo.slice.generation.name} slice up to {topo.name} fits batch {first.batch_size}')
     else:
-      slice_, found = smallest_slice(config, topo, at_batch)
+      slice_, found = smallest_slice(config, topo, at_batch, accumulate)
       seconds = step_seconds * topo.devices / slice_.devices
       smallest_found = (slice_, found, seconds)
       lines.append(f'  smallest {topo.slice.generation.name} slice that fits batch {found.batch_size}: {slice_.name}, '
@@ -323,8 +382,10 @@ def markdown_row(config_name: str, topo: Topology, out: dict, smallest: bool = F
          f'{then} | {out["step_seconds"]:.2f} | {out["step_seconds"] * out["num_steps"] / 3600:.1f} |')
   if smallest and out['smallest']:
     slice_, found, seconds = out['smallest']
-    row += (f' {slice_.name}: {"remat=" + found.remat if found.remat != first.remat else "as configured"}, '
-            f'{gib(found.peak)}, {seconds * out["num_steps"] / 3600:.1f} h |')
+    setting = ', '.join(([f'remat={found.remat}'] if found.remat != first.remat else []) +
+                        ([f'grad_accum_steps={found.microbatches}'] if found.microbatches != first.microbatches
+                         else [])) or 'as configured'
+    row += f' {slice_.name}: {setting}, {gib(found.peak)}, {seconds * out["num_steps"] / 3600:.1f} h |'
   elif smallest:
     row += ' none at this batch |'
   return row
@@ -339,7 +400,8 @@ def main(argv):
   if _FORMAT.value == 'markdown':
     print(markdown_header(_MFU.value, _SMALLEST.value))
   for topo in [topology(t) for t in _TOPOLOGY.value.split(',')]:  # every name is checked before any compile
-    out = report(_CONFIG.value, topo, _MFU.value, _LARGEST_BATCH.value, smallest=_SMALLEST.value)
+    out = report(_CONFIG.value, topo, _MFU.value, _LARGEST_BATCH.value, smallest=_SMALLEST.value,
+                 accumulate=_ACCUMULATE.value)
     print(markdown_row(name, topo, out, _SMALLEST.value) if _FORMAT.value == 'markdown' else out['text'], flush=True)
 
 
@@ -352,5 +414,7 @@ if __name__ == '__main__':
   _LARGEST_BATCH = flags.DEFINE_bool('largest_batch', False, 'Also search for the largest batch that fits.')
   _SMALLEST = flags.DEFINE_bool('smallest', False, 'Also find the smallest slice of each topology\'s generation '
                                 'that fits the configured batch, walking down from it.')
+  _ACCUMULATE = flags.DEFINE_bool('accumulate', False, 'With --smallest: walk further down by splitting the batch '
+                                  'into more microbatches (train.grad_accum_steps), and report the fewest that fit.')
   flags.mark_flags_as_required(['config', 'topology'])
   run_cli(main)
