@@ -26,6 +26,8 @@ class TpuGeneration:
   multislice: bool  # slices can be joined over the data-center network
   smallest: int  # the smallest slice Cloud TPU sells, as its name counts (v4-8: 4 chips; v5litepod-1: 1 chip)
   chips_per_host: int = 4  # TPU VM hosts of a multi-host slice
+  image_ubuntu: str = '22.04'  # the runtime image's OS, and its python3 (launch/worker_setup.sh brings a newer
+  image_python: str = '3.10'  # one where it is older than setup.cfg's python_requires)
 
 
 # Sources (checked 2026-11): Cloud TPU system architecture pages cloud.google.com/tpu/docs/{v2,v3,v4,v5e,v5p,v6e}
@@ -34,7 +36,10 @@ class TpuGeneration:
 # 4 chips per TPU VM host in multi-host slices (libtpu's topologies, MaxText's accelerator_to_spec_map.py; a v5e
 # or v6e slice of 8 chips or fewer is one VM); multislice from v4 on (cloud.google.com/tpu/docs/multislice-
 # introduction); slice shapes sold (cloud.google.com/tpu/docs/supported-tpu-configurations): from 2x2x1 chips
-# (-8) on v4 and v5p, from one chip on v5e and v6e, then 2x2 and 2x4 (no 2-chip slice).
+# (-8) on v4 and v5p, from one chip on v5e and v6e, then 2x2 and 2x4 (no 2-chip slice). The images' OS: Cloud's
+# runtimes page gives none; tpu-ubuntu2204-base names Ubuntu 22.04, and the v2-alpha-tpuv5/-tpuv5-lite/-tpuv6e
+# images are 22.04 too (python3 3.10: packages.ubuntu.com/jammy/python3), which pytorch/xla#5294 and v6e setups
+# seen in public repositories bear out.
 TPU_GENERATIONS = (
     # v2: 46 TFLOP/s and 16 GiB per chip (jax tpu_info.py: the docs give no figures); 2 cores per chip.
     TpuGeneration('v2', 'v2', ('TPU v2',), 23e12, 8 * GIB, 2, True, 2, None, 'tpu-ubuntu2204-base', False, 8),

@@ -17,6 +17,7 @@ Arguments after `--` reach the training process on every worker as exactly the s
 the remote shell, which therefore never interprets a `$`, `;`, quote or space in them.
 """
 import argparse
+import configparser
 import pathlib
 import shlex
 import subprocess
@@ -85,17 +86,30 @@ def create(g: Gcloud) -> None:
            f'--accelerator-type={g.slice.cloud_name}', f'--version={a.version}', *capacity])
 
 
+def python_floor() -> str:
+  """setup.cfg's python_requires (>=X.Y): the one place the project states the Python it needs."""
+  parser = configparser.ConfigParser()
+  parser.read(REPO / 'setup.cfg')
+  return parser['options']['python_requires'].strip().removeprefix('>=')
+
+
 def setup(g: Gcloud) -> None:
-  """This checkout (committed files) onto every worker, installed with the TPU extra into a venv there, and the
-  TensorFlow one: TFDS datasets made with `tfds build` are stored as TFRecord, which only TensorFlow reads."""
+  """This checkout (committed files) onto every worker, installed by launch/worker_setup.sh into a venv on a Python
+  the project supports, with the TPU extra and the TensorFlow one (TFDS datasets made with `tfds build` are stored
+  as TFRecord, which only TensorFlow reads). The venv survives a new checkout: a rerun only reinstalls."""
+  generation, floor = g.slice.generation, python_floor()
+  older = tuple(map(int, generation.image_python.split('.'))) < tuple(map(int, floor.split('.')))
+  print(f'# {generation.name} workers run {generation.runtime} (Ubuntu {generation.image_ubuntu}, Python '
+        f'{generation.image_python}); albert_jax needs Python >={floor}: worker_setup.sh '
+        + ('brings one with uv' if older else 'uses the image\'s'), flush=True)
   archive = f'/tmp/albert_jax-{g.args.name}.tar.gz'
   g.run(['git', '-C', str(REPO), 'archive', '--format=tar.gz', f'--output={archive}', 'HEAD'])
   for node in g.nodes():
     g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'scp', archive, f'{node}:albert_jax.tar.gz', *g.where(),
            '--worker=all'])
-  g.on_every_worker(f'rm -rf {REMOTE_DIR} && mkdir -p {REMOTE_DIR} && '
-                    f'tar xzf $HOME/albert_jax.tar.gz -C {REMOTE_DIR} && python3 -m venv {REMOTE_DIR}/.venv && '
-                    f'{REMOTE_DIR}/.venv/bin/pip install -q -e "{REMOTE_DIR}[tpu,tf]"')
+  g.on_every_worker(f'mkdir -p {REMOTE_DIR} && find {REMOTE_DIR} -mindepth 1 -maxdepth 1 ! -name .venv '
+                    f'-exec rm -rf {{}} + && tar xzf $HOME/albert_jax.tar.gz -C {REMOTE_DIR} && '
+                    f'bash {REMOTE_DIR}/launch/worker_setup.sh {REMOTE_DIR}/.venv tpu,tf')
 
 
 def stop(g: Gcloud) -> None:

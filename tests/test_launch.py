@@ -208,3 +208,59 @@ def test_status_stop_and_delete_dry_runs():
   assert status[2].startswith('gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all')
   stop = dry_run('stop', *COMMON, '--accelerator=v3-64')
   assert stop[0].startswith('gcloud compute tpus tpu-vm ssh albert') and 'pkill -f "[a]lbert_jax.train"' in stop[1]
+
+
+PYENV = os.path.expanduser('~/.pyenv/versions')
+
+
+@pytest.mark.skipif(not (os.path.isdir(f'{PYENV}/3.10.13') and os.path.isdir(f'{PYENV}/3.12.1')),
+                    reason="needs pyenv's Python 3.10 and 3.12 to stand in for a TPU image's and a newer one")
+def test_worker_setup_brings_a_supported_python_and_is_safe_to_rerun(tmp_path):
+  """launch/worker_setup.sh on a stand-in worker whose python3 is 3.10, as on the v2-v6e images (Ubuntu 22.04),
+  with a Python 3.12 elsewhere on it, as uv or apt would bring: it installs uv from PyPI, takes the 3.12 through
+  `uv python find` (downloads of Pythons are off here: nothing outside the package registries), makes the venv
+  with it and installs the project there (PIP_NO_DEPS: the full stack's install is CI's own); a rerun keeps the
+  venv, and one on a worker left half set up makes it anew."""
+  bin_dir, home, venv = tmp_path / 'bin', tmp_path / 'home', tmp_path / 'venv'
+  bin_dir.mkdir()
+  home.mkdir()
+  (bin_dir / 'python3').symlink_to(f'{PYENV}/3.10.13/bin/python3.10')
+  (bin_dir / 'python3.12').symlink_to(f'{PYENV}/3.12.1/bin/python3.12')
+  for tool in ('sed', 'rm', 'dirname', 'mkdir', 'uname', 'cat', 'ls'):  # nothing else with a python on PATH
+    (bin_dir / tool).symlink_to(subprocess.check_output(['bash', '-c', f'command -v {tool}'], text=True).strip())
+  env = {'PATH': str(bin_dir), 'HOME': str(home), 'UV_PYTHON_DOWNLOADS': 'never', 'PIP_NO_DEPS': '1',
+         'PIP_DISABLE_PIP_VERSION_CHECK': '1', 'UV_CACHE_DIR': str(tmp_path / 'uv_cache')}
+  setup = lambda: subprocess.run(['/bin/bash', 'launch/worker_setup.sh', str(venv), ''], cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=600)
+  first = setup()
+  assert first.returncode == 0, first.stdout + first.stderr
+  assert 'worker_setup: python3 is 3.10.13, older than 3.11: a supported Python from uv' in first.stdout
+  assert (home / '.local' / 'bin' / 'uv').exists()
+  assert f'worker_setup: using {bin_dir}/python3.12 (Python 3.12.1)' in first.stdout
+  assert 'worker_setup: installed in' in first.stdout and 'Python 3.12.1, albert_jax 0.1.0, jax -' in first.stdout
+  where = subprocess.run([str(venv / 'bin' / 'python'), '-c', 'import importlib.util, sys; '
+                          'print(sys.version_info[:2], importlib.util.find_spec("albert_jax").origin)'],
+                         capture_output=True, text=True, env=env)
+  assert where.stdout.split(') ')[0] == '(3, 12' and where.stdout.split(') ')[1].strip() == \
+      str(ROOT / 'albert_jax' / '__init__.py')
+
+  again = setup()
+  assert again.returncode == 0 and 'worker_setup: keeping' in again.stdout and 'installing uv' not in again.stdout
+  (venv / 'bin' / 'python').unlink()  # a worker whose setup was cut short
+  third = setup()
+  assert third.returncode == 0 and f'worker_setup: made {venv}' in third.stdout
+
+
+def test_setup_dry_run_says_what_python_each_generation_gets(capsys):
+  """The floor is setup.cfg's python_requires; the v2-v6e images' python3 (3.10) is below it, so the setup brings
+  one; the worker runs launch/worker_setup.sh from the checkout, keeping the venv a rerun can reuse."""
+  assert tpu.python_floor() == '3.11'
+  for accelerator in ('v3-8', 'v4-8', 'v5litepod-8', 'v5p-8', 'v6e-8'):
+    tpu.main(['setup', '--name=albert', '--zone=z', f'--accelerator={accelerator}', '--dry-run'])
+    lines = capsys.readouterr().out.splitlines()
+    generation = accelerators.tpu_slice(accelerator).generation
+    assert lines[0] == (f'# {generation.name} workers run {generation.runtime} (Ubuntu 22.04, Python 3.10); '
+                        'albert_jax needs Python >=3.11: worker_setup.sh brings one with uv')
+    assert lines[3].endswith("-exec rm -rf {} + && tar xzf $HOME/albert_jax.tar.gz -C $HOME/albert_jax && bash "
+                             "$HOME/albert_jax/launch/worker_setup.sh $HOME/albert_jax/.venv tpu,tf'")
+    assert "! -name .venv" in lines[3]
