@@ -28,6 +28,10 @@ class TpuGeneration:
   chips_per_host: int = 4  # TPU VM hosts of a multi-host slice
   image_ubuntu: str = '22.04'  # the runtime image's OS, and its python3 (launch/worker_setup.sh brings a newer
   image_python: str = '3.10'  # one where it is older than setup.cfg's python_requires)
+  # Cloud's docs support creating it through the Cloud TPU API (tpu-vm create, queued resources). TPU7x: "The Cloud
+  # TPU API is not supported on TPU7x and later TPU versions" (cloud.google.com/tpu/docs/runtimes): GKE or Compute
+  # Engine instead, though Google's own accelerator-microbenchmarks README creates a tpu7x-8 with tpu-vm create.
+  cloud_tpu_api: bool = True
 
 
 # Sources (checked 2026-11): Cloud TPU system architecture pages cloud.google.com/tpu/docs/{v2,v3,v4,v5e,v5p,v6e}
@@ -56,6 +60,13 @@ TPU_GENERATIONS = (
     # v6e (Trillium): 918 TFLOP/s and 32 GiB per chip (docs), 1 core.
     TpuGeneration('v6e', 'v6e', ('TPU v6 lite', 'TPU v6e'), 918e12, 32 * GIB, 1, False, 2, None, 'v2-alpha-tpuv6e',
                   True, 1),
+    # TPU7x (Ironwood): 2,307 TFLOP/s bf16 and 192 GiB HBM per chip, 2 TensorCores that JAX sees as 2 devices
+    # (dual chiplet), 4 chips per VM (cloud.google.com/tpu/docs/tpu7x; libtpu's 'tpu7x:2x2x1' gives 8 devices of
+    # kind 'TPU7x' on one host, 94.75 GiB usable each). tpu7x-N counts TensorCores: tpu7x-8 is 2x2x1 chips (Google's
+    # XPK, system_characteristics.py). Software v2-alpha-tpu7-ubuntu2404 (not on Cloud's runtimes page; Google's
+    # accelerator-microbenchmarks README): Ubuntu 24.04, python3 3.12 (packages.ubuntu.com/noble/python3).
+    TpuGeneration('tpu7x', 'tpu7x', ('TPU7x',), 2307e12 / 2, 96 * GIB, 2, True, 3, None, 'v2-alpha-tpu7-ubuntu2404',
+                  True, 8, image_ubuntu='24.04', image_python='3.12', cloud_tpu_api=False),
 )
 
 # GPUs report their CUDA name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3'); the first matching prefix counts, so the
@@ -105,13 +116,13 @@ class Slice:
 
 def tpu_slice(name: str) -> Slice:
   """'v5p-128', 'v5litepod-256' or 'v5e-256' -> its generation and size; a one-line error for anything else."""
-  match = re.fullmatch(r'(v\d+[a-z]*)-(\d+)', name.strip().lower())
+  match = re.fullmatch(r'(v\d+[a-z]*|tpu\d+[a-z]*)-(\d+)', name.strip().lower())
   prefix = match.group(1) if match else None
   generation = next((g for g in TPU_GENERATIONS if prefix in (g.name, g.cloud_prefix)), None)
   if generation is None:
     raise ConfigError(f'unknown TPU accelerator type {name!r}: expected GENERATION-SIZE with GENERATION one of '
                       f'{", ".join(sorted({p for g in TPU_GENERATIONS for p in (g.name, g.cloud_prefix)}))}, as '
-                      f'Cloud TPU names them (v3-1024, v4-128, v5litepod-256, v5p-128, v6e-256).')
+                      f'Cloud TPU names them (v3-1024, v4-128, v5litepod-256, v5p-128, v6e-256, tpu7x-8).')
   size = int(match.group(2))
   chips = size // 2 if generation.name_counts_cores else size
   if chips < 1 or chips & (chips - 1) or (generation.name_counts_cores and size % 2):

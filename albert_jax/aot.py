@@ -63,7 +63,8 @@ def topology(name: str) -> Topology:
   """'v3-512' -> the v3:16x16 grid of 256 chips, 512 devices; '2xv5e-256' -> two such slices. Chips are laid out
   as Cloud TPU does: a square or 2:1 grid for 2-D generations, and for 3-D ones 2x2x1 at 4 chips, then doubling
   z, y, x in turn from 2x2x2."""
-  slices, _, one = name.strip().lower().rpartition('x') if re.match(r'\d+x', name.strip()) else ('1', '', name)
+  several = re.fullmatch(r'(\d+)x(.+)', name.strip().lower())  # 2xv5e-256, 2xtpu7x-16
+  slices, one = several.groups() if several else ('1', name)
   tpu = accelerators.tpu_slice(one)
   generation, chips, num_slices = tpu.generation, tpu.chips, int(slices)
   if num_slices > 1 and not generation.multislice:

@@ -71,6 +71,11 @@ class Gcloud:
 
 def create(g: Gcloud) -> None:
   a = g.args
+  if not g.slice.generation.cloud_tpu_api:
+    print(f'# {g.slice.generation.name}: Cloud\'s docs route it through GKE or Compute Engine, not the Cloud TPU API '
+          f'(cloud.google.com/tpu/docs/runtimes); Google\'s accelerator-microbenchmarks create a '
+          f'{g.slice.generation.cloud_prefix}-8 with the command below. If your project is refused, create the slice '
+          f'with GKE (XPK) and run `train` there.', flush=True)
   capacity = {'on-demand': [], 'preemptible': ['--preemptible'], 'spot': ['--spot'],
               'reserved': ['--reserved']}[a.capacity]
   if a.queued:  # waits in Cloud TPU's queue until the capacity exists, instead of failing at once
@@ -253,7 +258,7 @@ def parse(argv: list) -> argparse.Namespace:
   parser.add_argument('--zone', required=True, help='e.g. europe-west4-a (v3 pods) or us-central2-b (v4)')
   parser.add_argument('--project', help='defaults to gcloud config')
   parser.add_argument('--accelerator', default='v3-64', help='accelerator type of one slice: v3-8 ... v3-1024, '
-                      'v4-128, v5litepod-256 (or v5e-256), v5p-128, v6e-256')
+                      'v4-128, v5litepod-256 (or v5e-256), v5p-128, v6e-256, tpu7x-8')
   parser.add_argument('--version', help='TPU VM runtime version (default: the one Cloud TPU gives for JAX on this '
                       'generation)')
   parser.add_argument('--num_slices', '--num-slices', type=int, default=1,
@@ -281,6 +286,10 @@ def parse(argv: list) -> argparse.Namespace:
   if args.num_slices < 1 or (args.num_slices > 1 and not tpu.generation.multislice):
     parser.error(f'--num_slices {args.num_slices}: {tpu.generation.name} slices cannot be joined (multislice is v4 '
                  f'and later)' if args.num_slices > 1 else '--num_slices must be positive')
+  if args.num_slices > 1 and not tpu.generation.cloud_tpu_api:
+    parser.error(f'--num_slices {args.num_slices}: several {tpu.generation.name} slices are joined by GKE (JobSet, '
+                 f'XPK), not by Cloud TPU queued resources; launch one slice here, or run the same training command '
+                 f'under XPK with --config.mesh.dcn_data={args.num_slices}')
   if args.num_slices > 1:
     args.queued = True  # Cloud TPU creates several slices only as one queued resource
   if args.command in ('train', 'babysit') and not args.workdir:

@@ -22,6 +22,9 @@ from conftest import ROOT
     ('v5p-8', 'v5p:2x2x1', 4), ('v5e-4', 'v5e:2x2', 4), ('v5litepod-256', 'v5e:16x16', 256),
     ('v6e-8', 'v6e:2x4', 8), ('v6e-256', 'v6e:16x16', 256), ('v5p-128', 'v5p:4x4x4', 64),
     ('2xv5e-256', 'v5e:16x16', 512),
+    # TPU7x: the name counts TensorCores, 2 per chip, each a JAX device (tpu7x-8: 4 chips, 2x2x1, 8 devices)
+    ('tpu7x-8', 'tpu7x:2x2x1', 8), ('tpu7x-16', 'tpu7x:2x2x2', 16), ('tpu7x-128', 'tpu7x:4x4x4', 128),
+    ('2xtpu7x-16', 'tpu7x:2x2x2', 32),
 ])
 def test_accelerator_types_map_to_chip_grids(name, grid, devices):
   topo = aot.topology(name)
@@ -31,24 +34,26 @@ def test_accelerator_types_map_to_chip_grids(name, grid, devices):
 @pytest.mark.parametrize('name, smaller', [
     # Cloud TPU's slice shapes: v5e and v6e from one chip, then 2x2 (no 2-chip slice); v4 and v5p from 2x2x1 (-8)
     ('v5e-4', 'v5e-1'), ('v6e-8', 'v6e-4'), ('v5e-256', 'v5e-128'), ('v5p-16', 'v5p-8'), ('v4-8', None),
-    ('v3-8', None), ('v5e-1', None), ('v6e-1', None)])
+    ('v3-8', None), ('v5e-1', None), ('v6e-1', None), ('tpu7x-16', 'tpu7x-8'), ('tpu7x-8', None)])
 def test_slices_get_smaller_as_cloud_tpu_sells_them(name, smaller):
   assert accelerators.tpu_slice(name).smaller() == (accelerators.tpu_slice(smaller) if smaller else None)
 
 
-@pytest.mark.parametrize('name', ['v2-8', 'v3-32', 'v4-16', 'v5e-8', 'v5p-8', 'v6e-4', 'v5e-1', '2xv5e-16'])
+@pytest.mark.parametrize('name', ['v2-8', 'v3-32', 'v4-16', 'v5e-8', 'v5p-8', 'v6e-4', 'v5e-1', '2xv5e-16',
+                                  'tpu7x-8', '2xtpu7x-16'])
 def test_libtpu_agrees_on_devices_and_every_kind_has_a_peak(name):
   """libtpu's compile-only devices: as many as the table says, of a kind the table knows (v5p's is 'TPU v5',
   which once matched no peak and crashed the check), spread over the slices."""
   topo = aot.topology(name)
   devices = topo.compile_only_devices()
-  generation = accelerators.tpu_slice(name.split('x')[-1]).generation
+  generation = topo.slice.generation
   assert len(devices) == topo.devices and devices[0].device_kind in generation.device_kinds
   assert accelerators.bf16_peak(devices[0].device_kind) == generation.bf16_peak
   assert len({getattr(d, 'slice_index', 0) for d in devices}) == topo.num_slices
 
 
-@pytest.mark.parametrize('name', ['v3-12', 'v3-7', 'v9-8', 'tpu-v3', 'v3', 'v5p-96', '2xv3-64'])
+@pytest.mark.parametrize('name', ['v3-12', 'v3-7', 'v9-8', 'tpu-v3', 'v3', 'v5p-96', '2xv3-64', 'tpu7x-12',
+                                  'tpu8-8'])
 def test_bad_topology_names_say_what_is_expected(name):
   with pytest.raises(ConfigError, match='power of two|expected GENERATION-SIZE|cannot be joined'):
     aot.topology(name)

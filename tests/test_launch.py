@@ -141,8 +141,9 @@ def test_logs_stream_every_worker(tmp_path):
 
 
 def test_workers_per_pod():
-  names = ('v3-8', 'v3-64', 'v3-1024', 'v4-128', 'v5e-8', 'v5litepod-256', 'v5p-8', 'v5p-128', 'v6e-8', 'v6e-256')
-  assert [accelerators.tpu_slice(a).hosts for a in names] == [1, 8, 128, 16, 1, 64, 1, 16, 1, 64]
+  names = ('v3-8', 'v3-64', 'v3-1024', 'v4-128', 'v5e-8', 'v5litepod-256', 'v5p-8', 'v5p-128', 'v6e-8', 'v6e-256',
+           'tpu7x-8', 'tpu7x-16', 'tpu7x-128')
+  assert [accelerators.tpu_slice(a).hosts for a in names] == [1, 8, 128, 16, 1, 64, 1, 16, 1, 64, 1, 2, 16]
 
 
 @pytest.mark.parametrize('accelerator, gcloud_name, runtime', [
@@ -264,3 +265,24 @@ def test_setup_dry_run_says_what_python_each_generation_gets(capsys):
     assert lines[3].endswith("-exec rm -rf {} + && tar xzf $HOME/albert_jax.tar.gz -C $HOME/albert_jax && bash "
                              "$HOME/albert_jax/launch/worker_setup.sh $HOME/albert_jax/.venv tpu,tf'")
     assert "! -name .venv" in lines[3]
+
+
+def test_tpu7x_one_host_and_multi_host_slices_dry_run_and_several_slices_are_refused(capsys):
+  """TPU7x (Ironwood): its image is Ubuntu 24.04 with Python 3.12, which the setup uses; tpu7x-8 is one VM,
+  tpu7x-16 two; Cloud's docs route TPU7x through GKE, which the create line says, and several slices (joined by GKE,
+  not queued resources) are refused with the way to do it."""
+  for accelerator, workers in (('tpu7x-8', 1), ('tpu7x-16', 2)):
+    assert dry_run('create', *COMMON, f'--accelerator={accelerator}')[-1] == (
+        f'gcloud compute tpus tpu-vm create albert --zone=europe-west4-a --accelerator-type={accelerator} '
+        '--version=v2-alpha-tpu7-ubuntu2404')
+    tpu.main(['setup', *COMMON, f'--accelerator={accelerator}', '--dry-run'])
+    out = capsys.readouterr().out
+    assert out.startswith('# tpu7x workers run v2-alpha-tpu7-ubuntu2404 (Ubuntu 24.04, Python 3.12); albert_jax '
+                          "needs Python >=3.11: worker_setup.sh uses the image's")
+    train = dry_run('train', *COMMON, f'--accelerator={accelerator}', '--workdir=gs://b/run')
+    assert len([line for line in train if '--worker=all' in line]) == 2  # stop, then start on every worker
+    assert accelerators.tpu_slice(accelerator).hosts == workers
+  with pytest.raises(SystemExit):
+    tpu.main(['create', *COMMON, '--accelerator=tpu7x-16', '--num_slices=2', '--dry-run'])
+  assert 'several tpu7x slices are joined by GKE (JobSet, XPK), not by Cloud TPU queued resources' in \
+      capsys.readouterr().err
