@@ -243,8 +243,8 @@ def suggest(config, topo: Topology, devices, first: Check, largest_batch: bool) 
 
 def smallest_slice(config, topo: Topology, fitting: Check, accumulate: bool = False):
   """The smallest slice of `topo`'s generation that fits the configured batch, and its check: halving while the
-  step fits with full remat (with `accumulate`, in twice the microbatches where it does not: a half-size slice holds
-  twice the rows per device), then on the last that does, the first policy that fits, from the one that fitted on
+  step fits with full remat (with `accumulate`, in more microbatches where it does not, as many more as the slice
+  has fewer devices), then on the last that does, the first policy that fits, from the one that fitted on
   `topo` (a smaller slice holds more of the batch per device, so it needs at least as strong a policy); with
   `accumulate`, the fewest microbatches that fit there alone, else with the weakest policy that fits."""
   smallest, found, batch, full = topo, fitting, config.train.batch_size, REMAT_BY_MEMORY[-1]
@@ -252,8 +252,9 @@ def smallest_slice(config, topo: Topology, fitting: Check, accumulate: bool = Fa
   while candidate:
     smaller = topology(candidate.cloud_name)
     tried = check(with_overrides(config, batch, full, found.microbatches), smaller)
-    if not tried.fits and accumulate:
-      tried = check(with_overrides(config, batch, full, 2 * found.microbatches), smaller)
+    if not tried.fits and accumulate:  # as many rows per microbatch as on the larger slice (4 -> 1 chip: 4x)
+      more = found.microbatches * smallest.devices // smaller.devices
+      tried = check(with_overrides(config, batch, full, more), smaller)
     if not tried.fits:
       break
     smallest, found, candidate = smaller, tried, candidate.smaller()

@@ -13,8 +13,6 @@ import jax
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
-import torch
-import transformers
 
 import albert_jax
 
@@ -25,7 +23,6 @@ from albert_jax.config import validate_finetune
 from albert_jax.model import RUNTIME_FIELDS, ConfigError, ModelConfig
 from conftest import ROOT, load_config
 from test_downstream_data import mnli_folder, race_folder, write_tsv
-from test_interop import hf_logits, hf_model, inputs, our_logits
 from test_squad import squad_file
 from test_train import read_scalars, small
 
@@ -64,8 +61,17 @@ def convert(*args):
                         capture_output=True, text=True, timeout=300)
 
 
+def hf_reference():
+  """(torch, transformers, test_interop), or the test is skipped where the [hf] extra is not installed (CI's venv
+  of the newest JAX on Python 3.12 has no torch: its PyPI build for Linux is CUDA's, gigabytes)."""
+  torch, transformers = pytest.importorskip('torch'), pytest.importorskip('transformers')
+  import test_interop
+  return torch, transformers, test_interop
+
+
 def test_a_pretraining_workdir_exports_to_hf_its_best_checkpoint_or_a_given_step(pretrained, tmp_path):
   """A pretraining run's result leaves its workdir: convert and from_pretrained read the workdir itself."""
+  _, transformers, reference = hf_reference()
   mngr = checkpoint.manager(pretrained, 3, read_only=True)
   best = mngr.best_step()
   out = convert(f'--input={pretrained}', f'--output={tmp_path / "hf"}', '--to=hf')
@@ -73,7 +79,8 @@ def test_a_pretraining_workdir_exports_to_hf_its_best_checkpoint_or_a_given_step
   assert f'{pretrained} step {best}, held-out MLM accuracy' in out.stdout
   hf = transformers.AlbertForPreTraining.from_pretrained(tmp_path / 'hf').eval()
   model, params, _ = albert_jax.from_pretrained(pretrained)
-  for ours, theirs in zip(our_logits(model, params, *inputs()), hf_logits(hf, *inputs())):
+  for ours, theirs in zip(reference.our_logits(model, params, *reference.inputs()),
+                          reference.hf_logits(hf, *reference.inputs())):
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
   # step=: that checkpoint's parameters, not the best one's.
   other = next(step for step in mngr.all_steps() if step != best)
@@ -93,10 +100,10 @@ def test_a_workdir_without_that_step_or_without_checkpoints_is_one_line(pretrain
   (empty / 'config.json').write_text((pretrained / 'config.json').read_text())
   with pytest.raises(CheckpointError, match='without a checkpoint yet'):
     albert_jax.from_pretrained(empty)
-  hf_model(num_hidden_layers=1).save_pretrained(tmp_path / 'hf')
+  assert not (tmp_path / 'out').exists()
+  hf_reference()[2].hf_model(num_hidden_layers=1).save_pretrained(tmp_path / 'hf')
   with pytest.raises(CheckpointError, match='one checkpoint .hf format.: a step can be chosen only among'):
     albert_jax.from_pretrained(tmp_path / 'hf', step=3)
-  assert not (tmp_path / 'out').exists()
 
 
 def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pretrained, tiny_config,
@@ -122,6 +129,7 @@ def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pr
   features = task.features(dev[:16], builtin_tokenizer, 'dev')
   ours = model.apply({'params': params}, features['input_ids'], features['segment_ids'], features['input_mask'])
   assert [task.labels[i] for i in np.argmax(ours.logits, -1)] == [line.split('\t')[1] for line in lines[1:17]]
+  torch, transformers, _ = hf_reference()
   interop.save_hf(tmp_path / 'hf', params, model.config, config.head)
   hf = transformers.AlbertForSequenceClassification.from_pretrained(tmp_path / 'hf').eval()
   with torch.no_grad():
