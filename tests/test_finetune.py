@@ -142,6 +142,8 @@ def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pr
 @pytest.mark.parametrize('task', ['mrpc_tsv', 'stsb_tfds', 'mnli_tsv', 'race_files', 'squad_v1_files',
                                   'squad_v2_files'])
 def test_each_task_family_fine_tunes_end_to_end(task, tiny_config, builtin_tokenizer, tmp_path):
+  if task == 'stsb_tfds':  # TFDS registers its glue builder only where TensorFlow imports (the [tf] extra)
+    pytest.importorskip('tensorflow')
   config = builtin_config(tiny_config, num_steps=2, warmup_steps=1, checkpoint_every=1, eval_batch_size=8)
   config.data.vocab = builtin_tokenizer.path  # TFDS's mock would also stand in for the built-in corpus
   name, kind = task.rsplit('_', 1)
