@@ -32,6 +32,9 @@ class TpuGeneration:
   # TPU API is not supported on TPU7x and later TPU versions" (cloud.google.com/tpu/docs/runtimes): GKE or Compute
   # Engine instead, though Google's own accelerator-microbenchmarks README creates a tpu7x-8 with tpu-vm create.
   cloud_tpu_api: bool = True
+  # The oldest libtpu seen compiling this generation's steps here; None: any. TPU7x: 0.0.42.1 (jax 0.10.2's)
+  # segfaults compiling xxlarge's step in 16 microbatches for tpu7x-8, 0.0.50.1 (jax 0.12's) compiles it.
+  min_libtpu: Optional[str] = None
 
 
 # Sources (checked 2026-11): Cloud TPU system architecture pages cloud.google.com/tpu/docs/{v2,v3,v4,v5e,v5p,v6e}
@@ -66,7 +69,7 @@ TPU_GENERATIONS = (
     # XPK, system_characteristics.py). Software v2-alpha-tpu7-ubuntu2404 (not on Cloud's runtimes page; Google's
     # accelerator-microbenchmarks README): Ubuntu 24.04, python3 3.12 (packages.ubuntu.com/noble/python3).
     TpuGeneration('tpu7x', 'tpu7x', ('TPU7x',), 2307e12 / 2, 96 * GIB, 2, True, 3, None, 'v2-alpha-tpu7-ubuntu2404',
-                  True, 8, image_ubuntu='24.04', image_python='3.12', cloud_tpu_api=False),
+                  True, 8, image_ubuntu='24.04', image_python='3.12', cloud_tpu_api=False, min_libtpu='0.0.50'),
 )
 
 # GPUs report their CUDA name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3'); the first matching prefix counts, so the

@@ -144,7 +144,21 @@ class Check:
   dcn_bytes: Optional[int] = None  # sent by one slice per step, over several slices
 
 
+def check_libtpu(generation: accelerators.TpuGeneration) -> None:
+  """A libtpu too old for the generation crashes the process while compiling: say so first, with the fix."""
+  if not generation.min_libtpu:
+    return
+  from importlib import metadata
+  number = lambda version: tuple(int(x) for x in re.findall(r'\d+', version))
+  installed = metadata.version('libtpu')
+  if number(installed) < number(generation.min_libtpu):
+    raise ConfigError(f'{generation.name}: libtpu {installed} crashes compiling steps for it; install libtpu '
+                      f'{generation.min_libtpu} or newer (the newest jax[tpu], which needs Python 3.12: '
+                      f"pip install -e '.[tpu]' in a Python 3.12 venv).")
+
+
 def check(config, topo: Topology, devices=None) -> Check:
+  check_libtpu(topo.slice.generation)
   devices = devices if devices is not None else topo.compile_only_devices()
   mesh = sharding.make_mesh(config.mesh, devices)
   sharding.check_batch_size(config.train.batch_size, mesh, f' of {topo.name}', config.train.grad_accum_steps)

@@ -196,3 +196,23 @@ def test_two_slices_put_the_data_axis_across_them_and_only_gradients_cross(tiny_
   config.mesh.dcn_data = 4
   with pytest.raises(ConfigError, match='does not match 2xv5e-16'):
     aot.report(config, topo, mfu=0.4, devices=devices)
+
+
+def test_tpu7x_fits_its_step_with_a_new_libtpu_and_refuses_an_old_one_in_one_line(tiny_config):
+  """libtpu 0.0.42.1 (jax 0.10.2's) segfaults compiling xxlarge's accumulated step for tpu7x-8; from 0.0.50 the
+  fit check runs (CI's newest-stack venv), before it the check stops with the fix instead of crashing."""
+  from importlib import metadata
+  config = tiny_config.copy_and_resolve_references()
+  config.train.batch_size = 64
+  topo = aot.topology('tpu7x-8')
+  old = tuple(int(x) for x in metadata.version('libtpu').split('.')) < (0, 0, 50)
+  if old:
+    with pytest.raises(ConfigError, match=r"tpu7x: libtpu .* crashes compiling steps for it; install libtpu 0.0.50 "
+                                          r"or newer"):
+      aot.check(config, topo)
+    return
+  out = aot.report(config, topo, mfu=0.4)
+  assert out['first'].fits and out['first'].per_shard == 8  # 64 over 4 chips' 8 devices
+  assert out['text'].startswith('tpu7x-8 (tpu7x:2x2x1, 8 x TPU7x, 96.00 GiB HBM each)')
+  # 2,307 TFLOP/s a chip, 8 devices: the step time at 40% is the FLOPs over 8 x 1,153.5e12 x 0.4.
+  assert math.isclose(out['step_seconds'], out['flops_per_step'] / (8 * 1153.5e12 * 0.4))
