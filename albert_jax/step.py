@@ -147,7 +147,7 @@ def make_program(model: nn.Module, init: Callable, loss: Callable, loss_normaliz
     (value, sums), grads = value_and_grads(state['params'], batch, rng)
     updates, opt_state = tx.update(grads, state['opt_state'], state['params'])
     params = optax.apply_updates(state['params'], updates)
-    out = {'loss': value, 'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(params),
+    out = {'loss': value, 'grad_norm': optax.tree.norm(grads), 'param_norm': optax.tree.norm(params),
            'learning_rate': learning_rate(state['step']), 'sums': sums}
     ratios = optim.trust_ratios(opt_state)
     if ratios:
