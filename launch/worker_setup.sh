@@ -27,9 +27,11 @@ uv_binary() {  # uv, installed for this user from PyPI the first time it is need
   uv=$(command -v uv || echo "$HOME/.local/bin/uv")
   if [[ ! -x "$uv" ]]; then
     say "installing uv for this user (pip install --user uv)" >&2
-    # Ubuntu 24.04's pip refuses --user installs into its system Python (PEP 668) unless told this is intended.
+    # Ubuntu 24.04's pip refuses --user installs into its system Python (PEP 668) unless told this is intended;
+    # an image without pip gets uv's own installer.
     python3 -m pip install --quiet --user uv >&2 || \
-      python3 -m pip install --quiet --user --break-system-packages uv >&2
+      python3 -m pip install --quiet --user --break-system-packages uv >&2 || \
+      { command -v curl >/dev/null && curl -LsSf https://astral.sh/uv/install.sh | sh >&2; }
   fi
   echo "$uv"
 }
