@@ -10,6 +10,10 @@
 
 Every command takes --dry-run: it prints the gcloud command lines it would run, and runs nothing.
 
+Several TPU7x slices (--num_slices with a tpu7x accelerator) are joined by GKE, not by Cloud TPU's queued resources
+(which Cloud's docs say TPU7x does not support): there the commands drive XPK instead (`xpk cluster create`, then
+`xpk workload create` from this checkout on a Python image, restarted by JobSet up to --max_restarts times).
+
 Training runs detached on each worker (nohup), so a dropped ssh connection does not stop it; each worker logs to
 ~/albert_run/train.log, and `logs` streams all of them into logs/NAME/worker-N.log. The job resumes from the
 newest checkpoint in --workdir, so `babysit` only has to bring a pod back and start the same command again.
@@ -39,6 +43,8 @@ class Gcloud:
   def __init__(self, args):
     self.args, self.dry_run = args, args.dry_run
     self.slice = accelerators.tpu_slice(args.accelerator)
+    # Several slices of a generation outside the Cloud TPU API are a GKE cluster of node pools, run through XPK.
+    self.on_gke = args.num_slices > 1 and not self.slice.generation.cloud_tpu_api
 
   def nodes(self) -> list:
     """The TPU VMs: the pod itself, or each slice of a multislice queued resource (NAME-0, NAME-1, ...)."""
@@ -69,8 +75,18 @@ class Gcloud:
       self.run(self.ssh(command, node=node), check=check)
 
 
+def xpk(g: Gcloud, *argv: str) -> list:
+  """An XPK command line for this cluster (named --name, like the pod it stands for)."""
+  a = g.args
+  return ['xpk', *argv, f'--cluster={a.name}', f'--zone={a.zone}'] + ([f'--project={a.project}'] if a.project else [])
+
+
 def create(g: Gcloud) -> None:
   a = g.args
+  if g.on_gke:  # one node pool per slice, TPU7x's 3-D placement made by XPK
+    capacity = {'on-demand': ['--on-demand'], 'preemptible': ['--spot'], 'spot': ['--spot']}[a.capacity]
+    g.run(xpk(g, 'cluster', 'create', f'--tpu-type={g.slice.cloud_name}', f'--num-slices={a.num_slices}', *capacity))
+    return
   if not g.slice.generation.cloud_tpu_api:
     print(f'# {g.slice.generation.name}: Cloud\'s docs route it through GKE or Compute Engine, not the Cloud TPU API '
           f'(cloud.google.com/tpu/docs/runtimes); Google\'s accelerator-microbenchmarks create a '
@@ -103,6 +119,10 @@ def setup(g: Gcloud) -> None:
   the project supports, with the TPU extra and the TensorFlow one (TFDS datasets made with `tfds build` are stored
   as TFRecord, which only TensorFlow reads). The venv survives a new checkout: a rerun only reinstalls."""
   generation, floor = g.slice.generation, python_floor()
+  if g.on_gke:
+    print(f'# {generation.name} on GKE: nothing to set up on the nodes; `train` builds the workload\'s image from this '
+          f'checkout on python:{generation.image_python} and installs it there with worker_setup.sh', flush=True)
+    return
   older = tuple(map(int, generation.image_python.split('.'))) < tuple(map(int, floor.split('.')))
   print(f'# {generation.name} workers run {generation.runtime} (Ubuntu {generation.image_ubuntu}, Python '
         f'{generation.image_python}); albert_jax needs Python >={floor}: worker_setup.sh '
@@ -119,20 +139,32 @@ def setup(g: Gcloud) -> None:
 
 def stop(g: Gcloud) -> None:
   """Ends the training processes and frees the TPU: a process still holding /dev/accel* (v2-v4) or /dev/vfio
-  (v5, v6) makes the next start fail on that worker."""
+  (v5, v6) makes the next start fail on that worker. On GKE: deletes the workload."""
+  if g.on_gke:
+    g.run(xpk(g, 'workload', 'delete', f'--workload={workload_name(g.args)}'), check=False)
+    return
   # "[a]lbert" matches the training process but not this shell, whose own command line holds the pattern.
   g.on_every_worker('pkill -f "[a]lbert_jax.train" || true; '
                     'sudo lsof -t /dev/accel* /dev/vfio/* 2>/dev/null | xargs -r sudo kill -9 || true')
 
 
+def training_argv(args) -> list:
+  """The training process's argv, with `python` for the venv's interpreter."""
+  slices = [] if args.num_slices == 1 or any(o.startswith('--config.mesh.dcn_data') for o in args.overrides) \
+      else [f'--config.mesh.dcn_data={args.num_slices}']  # the data axis spans the slices
+  return (['env', f'TFDS_DATA_DIR={args.tfds_data_dir}'] if args.tfds_data_dir else []) + [
+      'python', '-m', 'albert_jax.train', f'--config={args.config}', f'--workdir={args.workdir}', '--distributed',
+      *slices, *args.overrides]
+
+
+def workload_name(args) -> str:
+  return f'{args.name}-train'
+
+
 def train_command(args) -> str:
   """The remote shell line that starts training on one worker, detached. Every user-supplied string is quoted;
   the inner `bash -c` script is fixed text that runs its arguments as one command ("$0" "$@")."""
-  slices = [] if args.num_slices == 1 or any(o.startswith('--config.mesh.dcn_data') for o in args.overrides) \
-      else [f'--config.mesh.dcn_data={args.num_slices}']  # the data axis spans the slices
-  argv = (['env', f'TFDS_DATA_DIR={args.tfds_data_dir}'] if args.tfds_data_dir else []) + [
-      'python', '-m', 'albert_jax.train', f'--config={args.config}', f'--workdir={args.workdir}', '--distributed',
-      *slices, *args.overrides]
+  argv = training_argv(args)
   quoted = ' '.join(f'"{REMOTE_DIR}/.venv/bin/python"' if x == 'python' else shlex.quote(x) for x in argv)
   script = f'"$0" "$@" > {RUN_DIR}/train.log 2>&1; echo $? > {RUN_DIR}/exit_code'
   return (f'mkdir -p {RUN_DIR} && cd {REMOTE_DIR} && rm -f {RUN_DIR}/exit_code && '
@@ -140,13 +172,40 @@ def train_command(args) -> str:
 
 
 def train(g: Gcloud) -> None:
+  if g.on_gke:
+    return train_on_gke(g)
   stop(g)
   g.on_every_worker(train_command(g.args))
 
 
+def train_on_gke(g: Gcloud) -> None:
+  """The committed checkout, unpacked here, becomes the workload's image (XPK copies --script-dir onto the base
+  image); every pod of every slice sets up its venv with worker_setup.sh and trains. JobSet restarts the whole
+  workload when a pod fails or a slice is preempted, and training resumes from the workdir's last checkpoint."""
+  a, generation = g.args, g.slice.generation
+  source = f'/tmp/albert_jax-{a.name}-image'
+  g.run(['rm', '-rf', source])
+  g.run(['mkdir', '-p', source])
+  g.run(['git', '-C', str(REPO), 'archive', '--format=tar', f'--output={source}.tar', 'HEAD'])
+  g.run(['tar', 'xf', f'{source}.tar', '-C', source])
+  argv = ['.venv/bin/python' if x == 'python' else x for x in training_argv(a)]
+  command = f'bash launch/worker_setup.sh .venv tpu,tf && {shlex.join(argv)}'
+  stop(g)
+  g.run(xpk(g, 'workload', 'create', f'--workload={workload_name(a)}', f'--tpu-type={g.slice.cloud_name}',
+            f'--num-slices={a.num_slices}', f'--base-docker-image=python:{generation.image_python}',
+            f'--script-dir={source}', f'--max-restarts={a.max_restarts}', f'--command={command}'))
+
+
 def logs(g: Gcloud) -> None:
   """Streams every worker's log into logs/NAME/worker-N.log (with several slices, NAME-S-worker-N.log); the first
-  worker's also to the console. Ctrl-C stops."""
+  worker's also to the console. Ctrl-C stops. On GKE: every pod's log, each line prefixed by its pod."""
+  if g.on_gke:
+    region = g.args.zone.rsplit('-', 1)[0]  # XPK's clusters are regional
+    g.run(['gcloud', 'container', 'clusters', 'get-credentials', g.args.name, f'--region={region}',
+           *g.where()[1:]])
+    g.run(['kubectl', 'logs', '--follow', '--prefix', f'--max-log-requests={g.slice.hosts * g.args.num_slices}',
+           f'--selector=jobset.sigs.k8s.io/jobset-name={workload_name(g.args)}'], check=False)
+    return
   out_dir = pathlib.Path(g.args.log_dir) / g.args.name
   out_dir.mkdir(parents=True, exist_ok=True)
   streams = []
@@ -178,6 +237,9 @@ def logs(g: Gcloud) -> None:
 
 def status(g: Gcloud) -> None:
   a = g.args
+  if g.on_gke:
+    g.run(xpk(g, 'workload', 'list', f'--filter-by-job={workload_name(a)}'), check=False)
+    return
   if a.queued:
     g.run(['gcloud', 'compute', 'tpus', 'queued-resources', 'describe', a.name, *g.where()], check=False)
   for node in g.nodes():
@@ -189,6 +251,9 @@ def status(g: Gcloud) -> None:
 
 def delete(g: Gcloud) -> None:
   a = g.args
+  if g.on_gke:
+    g.run(xpk(g, 'cluster', 'delete', '--force'), check=False)
+    return
   if a.queued:
     g.run(['gcloud', 'compute', 'tpus', 'queued-resources', 'delete', a.name, *g.where(), '--force', '--quiet'],
           check=False)
@@ -263,7 +328,8 @@ def parse(argv: list) -> argparse.Namespace:
                       'generation)')
   parser.add_argument('--num_slices', '--num-slices', type=int, default=1,
                       help='slices joined over the data-center network (multislice; v4 and later): created together '
-                      'as one queued resource, nodes NAME-0, NAME-1, ...; every command acts on all of them')
+                      'as one queued resource, nodes NAME-0, NAME-1, ...; every command acts on all of them (TPU7x: '
+                      'a GKE cluster NAME made and run by XPK)')
   parser.add_argument('--capacity', choices=CAPACITY, default='on-demand')
   parser.add_argument('--queued', action='store_true', help='create through queued resources (waits for capacity; '
                       'always with several slices)')
@@ -271,7 +337,8 @@ def parse(argv: list) -> argparse.Namespace:
   parser.add_argument('--workdir', help='gs:// directory for checkpoints and TensorBoard files')
   parser.add_argument('--tfds_data_dir', help='gs:// TFDS data directory, set as TFDS_DATA_DIR on the workers')
   parser.add_argument('--log_dir', default='logs', help='where `logs` saves worker-N.log files')
-  parser.add_argument('--max_restarts', type=int, default=100, help='babysit: re-creations before giving up')
+  parser.add_argument('--max_restarts', type=int, default=100, help='babysit: re-creations before giving up; '
+                      'several TPU7x slices: restarts of the GKE workload')
   parser.add_argument('--poll_seconds', type=float, default=60)
   parser.add_argument('--delete_when_done', action='store_true', help='babysit: delete the pod after success')
   parser.add_argument('--dry-run', '--dry_run', dest='dry_run', action='store_true',
@@ -286,11 +353,14 @@ def parse(argv: list) -> argparse.Namespace:
   if args.num_slices < 1 or (args.num_slices > 1 and not tpu.generation.multislice):
     parser.error(f'--num_slices {args.num_slices}: {tpu.generation.name} slices cannot be joined (multislice is v4 '
                  f'and later)' if args.num_slices > 1 else '--num_slices must be positive')
-  if args.num_slices > 1 and not tpu.generation.cloud_tpu_api:
-    parser.error(f'--num_slices {args.num_slices}: several {tpu.generation.name} slices are joined by GKE (JobSet, '
-                 f'XPK), not by Cloud TPU queued resources; launch one slice here, or run the same training command '
-                 f'under XPK with --config.mesh.dcn_data={args.num_slices}')
-  if args.num_slices > 1:
+  if args.num_slices > 1 and not tpu.generation.cloud_tpu_api:  # XPK on GKE
+    if args.command == 'babysit':
+      parser.error(f'babysit: several {tpu.generation.name} slices run as a GKE workload, which JobSet restarts '
+                   f'itself (up to --max_restarts times); run create, then train')
+    if args.command == 'create' and args.capacity == 'reserved':
+      parser.error('--capacity=reserved: XPK needs the reservation\'s name; create the cluster with '
+                   '`xpk cluster create --reservation=NAME` and use train, logs, status here')
+  elif args.num_slices > 1:
     args.queued = True  # Cloud TPU creates several slices only as one queued resource
   if args.command in ('train', 'babysit') and not args.workdir:
     parser.error(f'{args.command} needs --workdir (a gs:// path every worker can reach)')

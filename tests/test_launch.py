@@ -267,10 +267,11 @@ def test_setup_dry_run_says_what_python_each_generation_gets(capsys):
     assert "! -name .venv" in lines[3]
 
 
-def test_tpu7x_one_host_and_multi_host_slices_dry_run_and_several_slices_are_refused(capsys):
+def test_tpu7x_one_host_and_multi_host_slices_and_two_slices_through_xpk_dry_run(capsys):
   """TPU7x (Ironwood): its image is Ubuntu 24.04 with Python 3.12, which the setup uses; tpu7x-8 is one VM,
-  tpu7x-16 two; Cloud's docs route TPU7x through GKE, which the create line says, and several slices (joined by GKE,
-  not queued resources) are refused with the way to do it."""
+  tpu7x-16 two; Cloud's docs route TPU7x through GKE, which the create line says. Several slices, which Cloud TPU's
+  queued resources do not make for TPU7x, are a GKE cluster driven by XPK: one node pool per slice, the workload
+  built from the committed checkout, the data axis across slices, overrides reaching the pod's shell intact."""
   for accelerator, workers in (('tpu7x-8', 1), ('tpu7x-16', 2)):
     assert dry_run('create', *COMMON, f'--accelerator={accelerator}')[-1] == (
         f'gcloud compute tpus tpu-vm create albert --zone=europe-west4-a --accelerator-type={accelerator} '
@@ -282,7 +283,31 @@ def test_tpu7x_one_host_and_multi_host_slices_dry_run_and_several_slices_are_ref
     train = dry_run('train', *COMMON, f'--accelerator={accelerator}', '--workdir=gs://b/run')
     assert len([line for line in train if '--worker=all' in line]) == 2  # stop, then start on every worker
     assert accelerators.tpu_slice(accelerator).hosts == workers
-  with pytest.raises(SystemExit):
-    tpu.main(['create', *COMMON, '--accelerator=tpu7x-16', '--num_slices=2', '--dry-run'])
-  assert 'several tpu7x slices are joined by GKE (JobSet, XPK), not by Cloud TPU queued resources' in \
-      capsys.readouterr().err
+
+  two = [*COMMON, '--accelerator=tpu7x-16', '--num_slices=2', '--project=p']
+  cluster = '--cluster=albert --zone=europe-west4-a --project=p'
+  assert dry_run('create', *two, '--capacity=spot') == [
+      f'xpk cluster create --tpu-type=tpu7x-16 --num-slices=2 --spot {cluster}']
+  train = dry_run('train', *two, *RUN, '--', *AWKWARD)
+  image = [line for line in train if line.startswith('xpk workload create')]
+  assert train[train.index(image[0]) - 1] == f'xpk workload delete --workload=albert-train {cluster}'
+  argv = shlex.split(image[0])
+  flags = dict(a.split('=', 1) for a in argv[3:])
+  assert {k: flags[k] for k in ('--workload', '--tpu-type', '--num-slices', '--base-docker-image', '--script-dir',
+                                '--max-restarts')} == {
+      '--workload': 'albert-train', '--tpu-type': 'tpu7x-16', '--num-slices': '2',
+      '--base-docker-image': 'python:3.12', '--script-dir': '/tmp/albert_jax-albert-image', '--max-restarts': '100'}
+  assert f'git -C {ROOT} archive --format=tar --output=/tmp/albert_jax-albert-image.tar HEAD' in train
+  setup, run = flags['--command'].split(' && ')
+  assert setup == 'bash launch/worker_setup.sh .venv tpu,tf'
+  assert shlex.split(run) == ['env', 'TFDS_DATA_DIR=gs://my-bucket/tfds', '.venv/bin/python', '-m',
+                              'albert_jax.train', '--config=configs/xxlarge.py', '--workdir=gs://my-bucket/xxlarge',
+                              '--distributed', '--config.mesh.dcn_data=2', *AWKWARD]
+  assert dry_run('status', *two) == [f'xpk workload list --filter-by-job=albert-train {cluster}']
+  assert dry_run('logs', *two) == [
+      'gcloud container clusters get-credentials albert --region=europe-west4 --project=p',
+      'kubectl logs --follow --prefix --max-log-requests=4 --selector=jobset.sigs.k8s.io/jobset-name=albert-train']
+  assert dry_run('delete', *two) == [f'xpk cluster delete --force {cluster}']
+  with pytest.raises(SystemExit):  # JobSet restarts the workload; there is no pod of VMs to re-create
+    tpu.main(['babysit', *two, *RUN, '--dry-run'])
+  assert 'JobSet restarts itself (up to --max_restarts times)' in capsys.readouterr().err
