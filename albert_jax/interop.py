@@ -297,9 +297,9 @@ def hf_state_dict(params, cfg: ModelConfig, head: Optional[dict] = None) -> dict
   return tensors
 
 
-def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None) -> None:
+def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None, vocab: Optional[str] = None) -> None:
   """Writes config.json and model.safetensors that `AlbertForPreTraining.from_pretrained` loads, or (with a
-  `head`, see make_model) the HF downstream class it names."""
+  `head`, see make_model) the HF downstream class it names; with `vocab` (a SentencePiece model) its tokenizer."""
   from safetensors.numpy import save
   directory = paths.path(directory)
   architecture = head['architecture'] if head else 'AlbertForPreTraining'
@@ -317,6 +317,27 @@ def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None) ->
                      problem_type='regression' if head['num_labels'] == 1 else 'single_label_classification')
   (directory / 'model.safetensors').write_bytes(save(hf_state_dict(params, cfg, head), metadata={'format': 'pt'}))
   (directory / 'config.json').write_text(json.dumps(hf_config, indent=2) + '\n')
+  if vocab:
+    save_hf_tokenizer(directory, vocab, cfg)
+
+
+def save_hf_tokenizer(directory, vocab: str, cfg: ModelConfig) -> None:
+  """The vocabulary as HF's own ALBERT releases carry it: spiece.model and the tokenizer's settings (lowercased,
+  accents stripped, as the original's preprocessing and ours), so that AutoTokenizer and pipeline('fill-mask')
+  work on the directory as written."""
+  from albert_jax.data.tokenizer import Tokenizer
+  tokenizer = Tokenizer(vocab, vocab_size=cfg.vocab_size)  # checked: the control symbols, the model's size
+  directory = paths.path(directory)
+  (directory / 'spiece.model').write_bytes(paths.path(tokenizer.path).read_bytes())
+  special = {'bos_token': '[CLS]', 'eos_token': '[SEP]', 'unk_token': '<unk>', 'sep_token': '[SEP]',
+             'pad_token': '<pad>', 'cls_token': '[CLS]',
+             # "[MASK]" also takes the space before it, as in HF's albert-base-v2.
+             'mask_token': {'content': '[MASK]', 'lstrip': True, 'rstrip': False, 'normalized': False,
+                            'single_word': False}}
+  settings = {'tokenizer_class': 'AlbertTokenizer', 'do_lower_case': tokenizer.lower, 'remove_space': True,
+              'keep_accents': False, 'model_max_length': cfg.max_position_embeddings, **special}
+  (directory / 'tokenizer_config.json').write_text(json.dumps(settings, indent=2) + '\n')
+  (directory / 'special_tokens_map.json').write_text(json.dumps(special, indent=2) + '\n')
 
 
 def _read_hf_tensors(directory: paths.Path) -> dict:
@@ -557,6 +578,25 @@ def read(path, step: Optional[int] = None) -> tuple:
   # Which attention a checkpoint was trained with says where it ran, not where it will: 'auto' picks for here.
   config.model.attention = 'auto'
   return config, jax.tree.map(np.asarray, params), source
+
+
+def tokenizer_of(path, config: ml_collections.ConfigDict, vocab: Optional[str] = None):
+  """The vocabulary checkpoint `path` (read as `config`) was trained with, loaded and checked against its model:
+  `vocab` if given, else the directory's spiece.model (HF's releases and our HF exports), else the run's
+  data.vocab (ours; 'builtin' is made if missing), else the one *.model beside an original TF checkpoint; None
+  where there is none."""
+  from albert_jax.data import pipeline
+  from albert_jax.data.tokenizer import Tokenizer
+  if vocab:
+    return Tokenizer(vocab, vocab_size=config.model.vocab_size)
+  path = paths.path(path)
+  folder = path if path.is_dir() else path.parent
+  if (folder / 'spiece.model').exists():
+    return Tokenizer(folder / 'spiece.model', vocab_size=config.model.vocab_size)
+  if config.data.get('vocab'):
+    return pipeline.load_tokenizer(config)
+  beside = sorted(folder.glob('*.model'))
+  return Tokenizer(beside[0], vocab_size=config.model.vocab_size) if len(beside) == 1 else None
 
 
 def from_pretrained(path, step: Optional[int] = None) -> tuple:

@@ -334,19 +334,26 @@ def convert(*args):
                         text=True, timeout=300)
 
 
-def test_convert_cli_hf_to_ours_to_hf_and_tf(tmp_path):
-  hf = hf_model(seed=8, **SHAPES['grouped'])
+def test_convert_cli_hf_to_ours_to_hf_and_tf(tmp_path, builtin_tokenizer):
+  hf = hf_model(seed=8, vocab_size=builtin_tokenizer.vocab_size, **SHAPES['grouped'])
   hf.save_pretrained(tmp_path / 'hf')
+  # HF's own save has no vocabulary: the HF export refuses to write a directory that would tokenize every word as
+  # <unk>, before writing anything, until it is given one.
+  refused = convert(f'--input={tmp_path / "hf"}', f'--output={tmp_path / "no_vocab"}', '--to=hf')
+  assert refused.returncode == 2 and 'names no vocabulary' in refused.stderr and '--vocab=' in refused.stderr
+  assert not (tmp_path / 'no_vocab').exists()
+  vocab = f'--vocab={builtin_tokenizer.path}'
   for source, target, fmt in [('hf', 'ours', 'albert_jax'), ('ours', 'hf2', 'hf'), ('ours', 'tf', 'tf')]:
-    out = convert(f'--input={tmp_path / source}', f'--output={tmp_path / target}', f'--to={fmt}')
+    out = convert(f'--input={tmp_path / source}', f'--output={tmp_path / target}', f'--to={fmt}', vocab)
     assert out.returncode == 0, out.stderr
+  assert (tmp_path / 'hf2' / 'spiece.model').read_bytes() == pathlib.Path(builtin_tokenizer.path).read_bytes()
   reloaded = transformers.AlbertForPreTraining.from_pretrained(tmp_path / 'hf2')
   for name, tensor in reloaded.state_dict().items():
     assert torch.equal(tensor, hf.state_dict()[name]), name
   model, params, _ = albert_jax.from_pretrained(tmp_path / 'tf')
   for ours, theirs in zip(our_logits(model, params, *inputs()), hf_logits(hf, *inputs())):
     np.testing.assert_allclose(ours, theirs, atol=1e-4, rtol=0)
-  refused = convert(f'--input={tmp_path / "hf"}', f'--output={tmp_path / "hf2"}', '--to=hf')
+  refused = convert(f'--input={tmp_path / "hf"}', f'--output={tmp_path / "hf2"}', '--to=hf', vocab)
   assert refused.returncode != 0 and 'is not empty' in refused.stderr
 
 
