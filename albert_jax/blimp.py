@@ -1,7 +1,7 @@
 """BLiMP: which sentence of each linguistic minimal pair does a masked LM prefer? Scored by pseudo-log-likelihood.
 
   python -m albert_jax.blimp --checkpoint=WORKDIR_OR_DIR --data=../shared/data/blimp [--method=pll_word]
-      [--pairs_per_paradigm=100] [--random_init] [--baseline=OTHER.json] [--output=blimp.json]
+      [--step=N] [--pairs_per_paradigm=100] [--random_init] [--baseline=OTHER.json] [--output=blimp.json]
 
 BLiMP (Warstadt et al., TACL 2020) holds 1,000 pairs per paradigm of an acceptable and an unacceptable sentence
 that differ minimally; a model passes a pair when it scores the acceptable one higher. A masked LM's score of a
@@ -228,14 +228,32 @@ def paired_difference(ours: dict, baseline: dict) -> dict:
   return {'overall': diff(shared), 'phenomena': {t: diff(ks) for t, ks in sorted(phenomena.items())}}
 
 
+class HeldOut:
+  """What train.py scores with each held-out evaluation where config.train.blimp names a BLiMP folder: PLL
+  accuracy on train.blimp_pairs pairs of each paradigm, the mean over paradigms as in the full score."""
+
+  def __init__(self, config, tokenizer: tokenizer_lib.Tokenizer):
+    self.pairs = read_pairs(config.train.blimp, config.train.blimp_pairs)  # bad files stop the run before it starts
+    self.tokenizer, self.scorer = tokenizer, None
+
+  def __call__(self, model, params) -> dict:
+    if self.scorer is None:
+      self.scorer = Scorer(model, params, self.tokenizer)
+    self.scorer.params = params
+    scored = score_pairs(self.scorer, self.pairs)
+    return {'eval_blimp_accuracy': accuracies(scored['pairs'], scored['correct'])['overall'],
+            'eval_blimp_count': len(scored['pairs'])}
+
+
 # ---- The command.
 
-def load_checkpoint(path: str, vocab: Optional[str], random_init: bool, seed: int = 0):
-  """(model, params, tokenizer, a line saying what was loaded) for any checkpoint from_pretrained reads."""
+def load_checkpoint(path: str, vocab: Optional[str], random_init: bool, step: Optional[int] = None, seed: int = 0):
+  """(model, params, tokenizer, a line saying what was loaded) for any checkpoint from_pretrained reads (of a
+  pretraining workdir: its best, or checkpoint `step`)."""
   from albert_jax import interop
   from albert_jax.model import ModelConfig, init_params
   import flax.linen as nn
-  config, params, source = interop.read(path)
+  config, params, source = interop.read(path, step)
   if config.get('head'):
     raise BlimpError(f'{path} is a fine-tuned {config.head.architecture} without the MLM head BLiMP scores with: '
                      f'give the pretrained checkpoint it started from.')
@@ -251,10 +269,11 @@ def load_checkpoint(path: str, vocab: Optional[str], random_init: bool, seed: in
 
 
 def run(checkpoint: str, data: str, method: str = 'pll', per_paradigm: Optional[int] = None,
-        random_init: bool = False, vocab: Optional[str] = None, batch_size: int = 256, say=print) -> dict:
+        random_init: bool = False, vocab: Optional[str] = None, batch_size: int = 256, step: Optional[int] = None,
+        say=print) -> dict:
   """Scores the checkpoint on the BLiMP files in `data`; returns the result that main prints and writes."""
   pairs = read_pairs(data, per_paradigm)
-  model, params, tokenizer, source = load_checkpoint(checkpoint, vocab, random_init)
+  model, params, tokenizer, source = load_checkpoint(checkpoint, vocab, random_init, step)
   say(f'BLiMP: {len(pairs)} pairs of {len({p.paradigm for p in pairs})} paradigms, {method}, {source}')
   scorer = Scorer(model, params, tokenizer, method, batch_size)
   start, last = time.time(), [0.0]
@@ -316,7 +335,7 @@ def main(argv):
   del argv
   baseline = json.loads(paths.path(_BASELINE.value).read_text()) if _BASELINE.value else None
   result = run(_CHECKPOINT.value, _DATA.value, _METHOD.value, _PAIRS.value, _RANDOM.value, _VOCAB.value,
-               _BATCH.value)
+               _BATCH.value, _STEP.value)
   print(table(result, baseline))
   print(f'{result["pairs"]} pairs in {result["seconds"]:.0f} s ({result["pairs_per_second"]:.1f} pairs/s); '
         f'overall {result["overall"]:.4f}')
@@ -333,6 +352,8 @@ if __name__ == '__main__':
                               'its word to the right (Kauf and Ivanova, 2023).')
   _PAIRS = flags.DEFINE_integer('pairs_per_paradigm', None, 'Score this many pairs of each paradigm, evenly spaced '
                                 'through its file (default: all).')
+  _STEP = flags.DEFINE_integer('step', None, 'Of a pretraining workdir: this checkpoint (default: the best by '
+                               'held-out MLM accuracy).')
   _RANDOM = flags.DEFINE_bool('random_init', False, 'Score random weights of the checkpoint\'s shape instead.')
   _VOCAB = flags.DEFINE_string('vocab', None, 'The SentencePiece model (default: the run\'s data.vocab, or the '
                                'directory\'s spiece.model).')

@@ -62,6 +62,11 @@ def defaults() -> ml_collections.ConfigDict:
   config.train.keep_checkpoints = 3  # the latest ones; the best by held-out MLM accuracy is kept as well
   config.train.fill_mask_text = ''  # printed at the end with fill_mask_word masked and the model's guess
   config.train.fill_mask_word = ''
+  # A folder of BLiMP's minimal pairs (UID.jsonl, as distributed): with each held-out evaluation, the share of
+  # blimp_pairs pairs of each paradigm (evenly spaced) whose acceptable sentence the model scores higher
+  # (pseudo-log-likelihood; python -m albert_jax.blimp scores them all). None: off.
+  config.train.blimp = ml_collections.config_dict.placeholder(str)
+  config.train.blimp_pairs = 20
 
   # Device mesh: one axis may be -1 (the rest of the devices). Pure data parallelism by default.
   config.mesh = ml_collections.ConfigDict()
@@ -149,7 +154,7 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
                       'or -1 (one per accelerator device).')
   train = config.train
   _check_train(train, ('batch_size', 'grad_accum_steps', 'num_steps', 'log_every', 'eval_every', 'eval_batches',
-                       'checkpoint_every', 'keep_checkpoints'))
+                       'checkpoint_every', 'keep_checkpoints', 'blimp_pairs'))
   if bool(train.fill_mask_text) != bool(train.fill_mask_word) or train.fill_mask_word not in train.fill_mask_text:
     raise ConfigError('config.train.fill_mask_word must be a word of config.train.fill_mask_text (or both empty).')
   return model

@@ -97,6 +97,8 @@ def held_out_line(metrics: dict) -> str:
   for name in ('sop', 'swap', 'random'):
     if f'eval_{name}_accuracy' in metrics:
       parts.append(f'{name}_accuracy {metrics[f"eval_{name}_accuracy"]:.4f} {_majority_and_count(metrics, name)}')
+  if 'eval_blimp_accuracy' in metrics:  # chance 0.5
+    parts.append(f'blimp {metrics["eval_blimp_accuracy"]:.4f} (n {metrics["eval_blimp_count"]:,} pairs)')
   return '  '.join(parts)
 
 
@@ -110,6 +112,9 @@ def held_out_change(first: dict, last: dict, sentence_task: str) -> str:
            change('swap', 'sentence order on swap pairs'), change('random', 'random pairs')]
   if sentence_task != 'none':
     parts.append(change('sop', f'its own {sentence_task} pairs'))
+  if 'eval_blimp_accuracy' in first and 'eval_blimp_accuracy' in last:
+    parts.append(f'BLiMP {first["eval_blimp_accuracy"]:.3f} -> {last["eval_blimp_accuracy"]:.3f} (chance 0.5, '
+                 f'n {last["eval_blimp_count"]:,} pairs)')
   return 'held-out ' + '; '.join(parts)
 
 

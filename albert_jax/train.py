@@ -17,7 +17,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import aot, checkpoint, metrics, paths, sharding
+from albert_jax import aot, blimp, checkpoint, metrics, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -66,7 +66,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   """Trains (or resumes) the run in `workdir`; returns the final held-out metrics."""
   # ---- Config and workdir: every check before anything expensive.
   model_config = validate(config)
-  paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir)
+  paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir,
+                        config.train.blimp)
   workdir = paths.path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
   checkpoint.check_shared(workdir)
@@ -90,6 +91,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts, opened=opened,
                                      workers=pipeline_lib.worker_count(config.data.workers, jax.local_devices()))
   held_out = pipeline_lib.held_out_sets(config, tokenizer, host, hosts, opened)
+  grammar = blimp.HeldOut(config, tokenizer) if config.train.blimp else None  # BLiMP's pairs, if asked
 
   # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
   # for the devices stops here, before a checkpoint is restored or a batch is made.
@@ -118,7 +120,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       first_step = 0
       state = program.new_state(jax.random.key(config.train.seed))
 
-  evaluate = lambda params: step_lib.evaluate(program, params, held_out, mesh, config.data.sentence_task)
+  def evaluate(params) -> dict:
+    result = step_lib.evaluate(program, params, held_out, mesh, config.data.sentence_task)
+    return {**result, **grammar(program.model, params)} if grammar else result
 
   # ---- The loop.
   stop = {'signal': None}

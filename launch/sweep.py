@@ -37,7 +37,8 @@ from albert_jax import paths
 from launch import tpu
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-METRICS = ('eval_mlm_accuracy', 'eval_sop_accuracy', 'eval_swap_accuracy', 'eval_random_accuracy', 'eval_mlm_loss')
+METRICS = ('eval_mlm_accuracy', 'eval_sop_accuracy', 'eval_swap_accuracy', 'eval_random_accuracy',
+           'eval_blimp_accuracy', 'eval_mlm_loss')
 
 
 def parse_spec(spec: str) -> dict:
