@@ -66,7 +66,7 @@ def defaults() -> ml_collections.ConfigDict:
   # blimp_pairs pairs of each paradigm (evenly spaced) whose acceptable sentence the model scores higher
   # (pseudo-log-likelihood; python -m albert_jax.blimp scores them all). None: off.
   config.train.blimp = ml_collections.config_dict.placeholder(str)
-  config.train.blimp_pairs = 20
+  config.train.blimp_pairs = 40
 
   # Device mesh: one axis may be -1 (the rest of the devices). Pure data parallelism by default.
   config.mesh = ml_collections.ConfigDict()

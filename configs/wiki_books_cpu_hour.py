@@ -12,8 +12,8 @@ import os
 
 from albert_jax.config import defaults
 
-CORPORA = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data',
-                                        'corpora'))
+SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared', 'data'))
+CORPORA = os.path.join(SHARED, 'corpora')
 
 
 def get_config(arg=None):
@@ -41,4 +41,7 @@ def get_config(arg=None):
   config.train.checkpoint_every = 500
   config.train.fill_mask_text = 'The river flows through the city and into the sea.'
   config.train.fill_mask_word = 'sea'
+  # BLiMP's minimal pairs beside the corpora, 40 of each paradigm with each evaluation (2,040 pairs, seconds).
+  if os.path.isdir(os.path.join(SHARED, 'blimp')):
+    config.train.blimp = os.path.join(SHARED, 'blimp')
   return config

@@ -35,8 +35,8 @@ def smoke(tmp_path_factory):
   as well as XLA attention: the cuDNN rows must be reported as not measured, not crash the run."""
   site, out = tmp_path_factory.mktemp('without_tensorflow'), tmp_path_factory.mktemp('bench')
   (site / 'sitecustomize.py').write_text(HIDE_TENSORFLOW)
-  run = subprocess.run([sys.executable, 'bench/accelerator.py', '--smoke', '--attention=xla,cudnn', f'--out={out}'],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT,
+  run = subprocess.run([sys.executable, 'bench/accelerator.py', '--smoke', '--attention=xla,cudnn', '--rounds=1',
+                        '--steps=1', f'--out={out}'], capture_output=True, text=True, timeout=600, cwd=ROOT,
                        env={**os.environ, 'PYTHONPATH': str(site), 'JAX_PLATFORMS': 'cpu', 'CUDA_VISIBLE_DEVICES': ''})
   assert run.returncode == 0, run.stderr[-3000:]
   return run.stdout, json.loads((out / 'accelerator.json').read_text()), (out / 'accelerator.md').read_text()

@@ -174,8 +174,11 @@ def test_cli_prints_the_table_and_writes_json_and_refuses_bad_data_in_one_line(e
   assert f'| **overall** | 24 | {result["overall"]:.3f} | {result["published"]["ngram"]["overall"]:.3f} |' in \
       out.stdout
   assert re.search(r'24 pairs in \d+ s \([\d.]+ pairs/s\)', out.stdout)
-  random = cli(f'--data={blimp_slice}', '--pairs_per_paradigm=6', '--random_init', f'--baseline={tmp_path / "a.json"}')
-  assert random.returncode == 0, random.stderr
-  assert re.search(r'\| \*\*overall\*\* \| 24 \| [\d.]+ \|.* \| [+-][\d.]+ \([\d.]+\) \|', random.stdout)
+  # Random weights of its shape against it: the difference with its paired standard error in the last column.
+  random = blimp.run(str(exported), str(blimp_slice), per_paradigm=6, random_init=True, say=lambda line: None)
+  assert random['checkpoint'].startswith('random weights (seed 0) of the shape of ')
+  assert random['pll'] != result['pll']  # other weights: other scores
+  assert re.search(r'\| \*\*overall\*\* \| 24 \| [\d.]+ \|.* \| [+-][\d.]+ \([\d.]+\) \|$',
+                   blimp.table(random, result))
   bad = cli(f'--data={tmp_path}')
   assert bad.returncode == 2 and bad.stderr.strip().count('\n') == 0 and 'holds no BLiMP paradigm files' in bad.stderr
