@@ -173,7 +173,8 @@ def score_pairs(scorer: Scorer, pairs: list, progress=None) -> dict:
   sentence longer than the model's positions}."""
   good_ids, bad_ids = scorer.pieces([p.good for p in pairs]), scorer.pieces([p.bad for p in pairs])
   scored = [p for p, g, b in zip(pairs, good_ids, bad_ids) if scorer.fits(g) and scorer.fits(b)]
-  skipped = [p for p in pairs if p not in set(scored)] if len(scored) < len(pairs) else []
+  kept = set(scored)
+  skipped = [p for p in pairs if p not in kept]
   plls = scorer.score([p.good for p in scored] + [p.bad for p in scored], progress)
   good, bad = plls[:len(scored)], plls[len(scored):]
   return {'pairs': scored, 'skipped': skipped, 'good': good, 'bad': bad, 'correct': good > bad}
