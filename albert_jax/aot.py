@@ -360,7 +360,7 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
         ([f'--config.train.grad_accum_steps={t.microbatches}'] if t.microbatches != first.microbatches else []) +
         ([f'--config.model.remat={t.remat}'] if t.remat != first.remat else []) +
         ([f'--config.train.batch_size={t.batch_size}'] if t.batch_size != first.batch_size else []))
-    others = [setting(t) for t in options[1:] if t.remat == first.remat or t.microbatches == first.microbatches]
+    others = [setting(t) for t in options[1:] if t.microbatches == first.microbatches]  # a policy alone
     suggestion = (setting(best) + ''.join(f' (or {other})' for other in others[:1]) if best else
                   'nothing tried fits: shard parameters over mesh.fsdp or mesh.model')
     lines.append(f'  suggestion: {suggestion}')
