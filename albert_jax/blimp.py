@@ -169,8 +169,8 @@ class Scorer:
 
 
 def score_pairs(scorer: Scorer, pairs: list, progress=None) -> dict:
-  """{'correct': [bool per scored pair], 'good', 'bad': PLLs, 'scored': pairs scored, 'skipped': pairs with a
-  sentence longer than the model's positions}."""
+  """{'pairs': the pairs scored, 'correct': a bool each, 'good', 'bad': their PLLs, 'skipped': pairs with a sentence
+  longer than the model's positions}."""
   good_ids, bad_ids = scorer.pieces([p.good for p in pairs]), scorer.pieces([p.bad for p in pairs])
   scored = [p for p, g, b in zip(pairs, good_ids, bad_ids) if scorer.fits(g) and scorer.fits(b)]
   kept = set(scored)
