@@ -140,8 +140,12 @@ class Scorer:
     too_long = next((s for s, p in zip(sentences, ids) if not self.fits(p)), None)
     if too_long is not None:
       raise BlimpError(f'{too_long!r} is longer than the model\'s {self.max_length} positions.')
+    return self.score_pieces(ids, progress)
+
+  def score_pieces(self, ids: list, progress=None) -> np.ndarray:
+    """score() of sentences already tokenized, each fitting the model's positions."""
     copies = masked_copies(ids, self.tokenizer.word_start, self.method)
-    totals = np.zeros(len(sentences), np.float64)
+    totals = np.zeros(len(ids), np.float64)
     by_length = {}
     for copy in copies:  # lengths padded to a multiple of 8: a handful of compiled shapes
       by_length.setdefault(-(-(len(ids[copy[0]]) + 2) // 8) * 8, []).append(copy)
@@ -172,10 +176,11 @@ def score_pairs(scorer: Scorer, pairs: list, progress=None) -> dict:
   """{'pairs': the pairs scored, 'correct': a bool each, 'good', 'bad': their PLLs, 'skipped': pairs with a sentence
   longer than the model's positions}."""
   good_ids, bad_ids = scorer.pieces([p.good for p in pairs]), scorer.pieces([p.bad for p in pairs])
-  scored = [p for p, g, b in zip(pairs, good_ids, bad_ids) if scorer.fits(g) and scorer.fits(b)]
+  fitting = [(p, g, b) for p, g, b in zip(pairs, good_ids, bad_ids) if scorer.fits(g) and scorer.fits(b)]
+  scored = [p for p, _, _ in fitting]
   kept = set(scored)
   skipped = [p for p in pairs if p not in kept]
-  plls = scorer.score([p.good for p in scored] + [p.bad for p in scored], progress)
+  plls = scorer.score_pieces([g for _, g, _ in fitting] + [b for _, _, b in fitting], progress)
   good, bad = plls[:len(scored)], plls[len(scored):]
   return {'pairs': scored, 'skipped': skipped, 'good': good, 'bad': bad, 'correct': good > bad}
 
@@ -313,7 +318,8 @@ def table(result: dict, baseline: Optional[dict] = None) -> str:
   published = result['published']
   models = [m for m in PUBLISHED_MODELS if published.get(m, {}).get('paradigms')]
   difference = paired_difference(result, baseline) if baseline else None
-  head = ['paradigm, phenomenon', 'pairs', 'ours'] + [PUBLISHED_MODELS[m] for m in models] + (['- baseline (paired SE)'] if baseline else [])
+  head = (['paradigm, phenomenon', 'pairs', 'ours'] + [PUBLISHED_MODELS[m] for m in models] +
+          (['- baseline (paired SE)'] if baseline else []))
   lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
   counts = {u: len(i) for u, i in result['indices'].items()}
 
