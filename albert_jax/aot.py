@@ -22,6 +22,7 @@ from typing import Optional
 
 import flax.linen as nn
 import jax
+from jax.experimental.compilation_cache import compilation_cache
 from absl import flags
 from ml_collections import config_flags
 
@@ -99,12 +100,24 @@ def compile_train_step(program: step_lib.Program, state, batch, mesh):
   OutOfMemory if it does not fit."""
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     lowered = program.train_step.lower(state, batch)
+  # A persistent compilation cache (JAX_COMPILATION_CACHE_DIR) cannot load what compile-only devices compile (no
+  # client to load it onto: a warning on every hit), so their compiles bypass it. JAX decides once per process
+  # whether the cache is used: resetting it makes the switch count, both ways.
+  caching = jax.config.jax_enable_compilation_cache
+  bypass = caching and type(mesh.devices.flat[0].client).__name__ == 'CompileOnlyPyClient'
+  if bypass:
+    jax.config.update('jax_enable_compilation_cache', False)
+    compilation_cache.reset_cache()
   try:
     return lowered.compile()
   except jax.errors.JaxRuntimeError as e:
     if 'RESOURCE_EXHAUSTED' in str(e):
       raise OutOfMemory(str(e)) from None
     raise
+  finally:
+    if bypass:
+      jax.config.update('jax_enable_compilation_cache', True)
+      compilation_cache.reset_cache()
 
 
 # XLA's TPU compiler lowers the part of a collective that crosses slices to host transfers handled by its

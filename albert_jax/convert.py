@@ -42,7 +42,7 @@ def main(argv):
     if tokenizer is None:
       raise ConfigError(f'{_INPUT.value} names no vocabulary, and an HF directory without one tokenizes every word '
                         f'as <unk>: give --vocab=FILE.model, the SentencePiece model it was trained with.')
-    interop.save_hf(output, params, cfg, config.get('head'), tokenizer.path)
+    interop.save_hf(output, params, cfg, config.get('head'), tokenizer)
   elif config.get('head'):
     raise app.UsageError(f'{_INPUT.value} is a fine-tuned {config.head.architecture}: the original TF format here '
                          f'holds pretraining models only; use --to=hf or --to=albert_jax.')

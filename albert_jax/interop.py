@@ -297,9 +297,10 @@ def hf_state_dict(params, cfg: ModelConfig, head: Optional[dict] = None) -> dict
   return tensors
 
 
-def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None, vocab: Optional[str] = None) -> None:
+def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None, tokenizer=None) -> None:
   """Writes config.json and model.safetensors that `AlbertForPreTraining.from_pretrained` loads, or (with a
-  `head`, see make_model) the HF downstream class it names; with `vocab` (a SentencePiece model) its tokenizer."""
+  `head`, see make_model) the HF downstream class it names; with `tokenizer` (a data.tokenizer.Tokenizer, e.g. from
+  tokenizer_of) its vocabulary and settings."""
   from safetensors.numpy import save
   directory = paths.path(directory)
   architecture = head['architecture'] if head else 'AlbertForPreTraining'
@@ -317,18 +318,19 @@ def save_hf(directory, params, cfg: ModelConfig, head: Optional[dict] = None, vo
                      problem_type='regression' if head['num_labels'] == 1 else 'single_label_classification')
   (directory / 'model.safetensors').write_bytes(save(hf_state_dict(params, cfg, head), metadata={'format': 'pt'}))
   (directory / 'config.json').write_text(json.dumps(hf_config, indent=2) + '\n')
-  if vocab:
-    save_hf_tokenizer(directory, vocab, cfg)
+  if tokenizer:
+    save_hf_tokenizer(directory, tokenizer, cfg)
 
 
-def save_hf_tokenizer(directory, vocab: str, cfg: ModelConfig) -> None:
+def save_hf_tokenizer(directory, tokenizer, cfg: ModelConfig) -> None:
   """The vocabulary as HF's own ALBERT releases carry it: spiece.model and the tokenizer's settings (lowercased,
   accents stripped, as the original's preprocessing and ours), so that AutoTokenizer and pipeline('fill-mask')
   work on the directory as written."""
-  from albert_jax.data.tokenizer import Tokenizer
-  tokenizer = Tokenizer(vocab, vocab_size=cfg.vocab_size)  # checked: the control symbols, the model's size
+  if tokenizer.vocab_size != cfg.vocab_size:  # Tokenizer checked its control symbols when it loaded
+    raise CheckpointError(f'{tokenizer.path} has {tokenizer.vocab_size} pieces but the model {cfg.vocab_size}: '
+                          f'give the vocabulary the model was trained with.')
   directory = paths.path(directory)
-  (directory / 'spiece.model').write_bytes(paths.path(tokenizer.path).read_bytes())
+  (directory / 'spiece.model').write_bytes(tokenizer.sp.serialized_model_proto())
   special = {'bos_token': '[CLS]', 'eos_token': '[SEP]', 'unk_token': '<unk>', 'sep_token': '[SEP]',
              'pad_token': '<pad>', 'cls_token': '[CLS]',
              # "[MASK]" also takes the space before it, as in HF's albert-base-v2.

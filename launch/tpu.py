@@ -36,6 +36,11 @@ RUN_DIR = '$HOME/albert_run'
 CAPACITY = ('on-demand', 'preemptible', 'spot', 'reserved')
 
 
+def on_gke(tpu: accelerators.Slice, num_slices: int) -> bool:
+  """Several slices of a generation outside the Cloud TPU API are a GKE cluster of node pools, run through XPK."""
+  return num_slices > 1 and not tpu.generation.cloud_tpu_api
+
+
 class Gcloud:
   """Runs gcloud (or prints it, with --dry-run). Every command line is an argv list: nothing goes through a local
   shell."""
@@ -43,8 +48,7 @@ class Gcloud:
   def __init__(self, args):
     self.args, self.dry_run = args, args.dry_run
     self.slice = accelerators.tpu_slice(args.accelerator)
-    # Several slices of a generation outside the Cloud TPU API are a GKE cluster of node pools, run through XPK.
-    self.on_gke = args.num_slices > 1 and not self.slice.generation.cloud_tpu_api
+    self.on_gke = on_gke(self.slice, args.num_slices)
 
   def nodes(self) -> list:
     """The TPU VMs: the pod itself, or each slice of a multislice queued resource (NAME-0, NAME-1, ...)."""
@@ -353,7 +357,7 @@ def parse(argv: list) -> argparse.Namespace:
   if args.num_slices < 1 or (args.num_slices > 1 and not tpu.generation.multislice):
     parser.error(f'--num_slices {args.num_slices}: {tpu.generation.name} slices cannot be joined (multislice is v4 '
                  f'and later)' if args.num_slices > 1 else '--num_slices must be positive')
-  if args.num_slices > 1 and not tpu.generation.cloud_tpu_api:  # XPK on GKE
+  if on_gke(tpu, args.num_slices):
     if args.command == 'babysit':
       parser.error(f'babysit: several {tpu.generation.name} slices run as a GKE workload, which JobSet restarts '
                    f'itself (up to --max_restarts times); run create, then train')

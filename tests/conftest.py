@@ -1,11 +1,19 @@
 """Shared test setup: fake CPU devices (for later sharding tests) and the repo root on the path for configs/."""
+import atexit
 import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault('XLA_FLAGS', '--xla_force_host_platform_device_count=8')
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')  # test workers compile for TPU topologies side by side
+# Many tests compile the same small programs afresh (a new jit per run, a train CLI per subprocess): JAX's persistent
+# cache, one folder for the whole session (xdist's workers and every subprocess inherit it), compiles each once.
+if 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
+  os.environ['JAX_COMPILATION_CACHE_DIR'] = tempfile.mkdtemp(prefix='albert_jax_test_xla_cache_')
+  atexit.register(shutil.rmtree, os.environ['JAX_COMPILATION_CACHE_DIR'], ignore_errors=True)
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 

@@ -40,7 +40,7 @@ def exported(tiny_config, builtin_tokenizer, tmp_path_factory):
   rng = np.random.RandomState(0)
   params = jax.tree.map(lambda x: x + 0.05 * rng.standard_normal(x.shape).astype(np.float32), params)
   directory = tmp_path_factory.mktemp('hf')
-  interop.save_hf(directory, params, cfg, vocab=builtin_tokenizer.path)
+  interop.save_hf(directory, params, cfg, tokenizer=builtin_tokenizer)
   return directory
 
 
