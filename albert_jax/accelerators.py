@@ -6,7 +6,7 @@ import dataclasses
 import re
 from typing import Optional
 
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 GIB = 2 ** 30
 

@@ -29,7 +29,7 @@ from ml_collections import config_flags
 from albert_jax import accelerators, metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 from albert_jax.summary import count_params, training_flops_per_sequence
 
 GIB = accelerators.GIB

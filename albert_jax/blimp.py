@@ -30,7 +30,7 @@ from absl import flags
 from albert_jax import paths
 from albert_jax.config import run_cli
 from albert_jax.data import tokenizer as tokenizer_lib
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 FIELDS = ('sentence_good', 'sentence_bad', 'UID', 'linguistics_term')
 PUBLISHED = 'published_results.jsonl'

@@ -21,7 +21,8 @@ from absl import logging
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
 
 from albert_jax import paths
-from albert_jax.model import ConfigError, ModelConfig
+from albert_jax.errors import ConfigError
+from albert_jax.model import ModelConfig
 
 BEST_METRIC = 'eval_mlm_accuracy'
 

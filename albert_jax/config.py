@@ -11,7 +11,8 @@ import sys
 import ml_collections
 from absl import app, flags, logging
 
-from albert_jax.model import ConfigError, ModelConfig
+from albert_jax.errors import ConfigError
+from albert_jax.model import ModelConfig
 
 
 def defaults() -> ml_collections.ConfigDict:

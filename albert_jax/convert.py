@@ -14,7 +14,8 @@ from absl import app, flags, logging
 
 from albert_jax import interop, paths
 from albert_jax.config import run_cli
-from albert_jax.model import ConfigError, ModelConfig
+from albert_jax.errors import ConfigError
+from albert_jax.model import ModelConfig
 
 _INPUT = flags.DEFINE_string('input', None, 'Checkpoint to read (any supported format).')
 _OUTPUT = flags.DEFINE_string('output', None, 'Directory to write; must not exist or be empty.')

@@ -16,7 +16,7 @@ from albert_jax import checkpoint, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 
 def evaluate_run(config, workdir, devices=None) -> dict:

@@ -27,7 +27,8 @@ from albert_jax.config import run_cli, validate_finetune
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import Tokenizer
 from albert_jax.downstream import builtin, glue, race, squad
-from albert_jax.model import RUNTIME_FIELDS, ConfigError, ModelConfig
+from albert_jax.errors import ConfigError
+from albert_jax.model import RUNTIME_FIELDS, ModelConfig
 from albert_jax.summary import training_flops_per_sequence
 
 

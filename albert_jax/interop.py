@@ -23,7 +23,8 @@ from albert_jax import checkpoint, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import defaults, validate
 from albert_jax.downstream import heads
-from albert_jax.model import LAYER_NORM_EPS, Albert, ConfigError, ModelConfig, abstract_params
+from albert_jax.errors import ConfigError
+from albert_jax.model import LAYER_NORM_EPS, Albert, ModelConfig, abstract_params
 
 OURS_CONFIG = 'albert_jax.json'
 OURS_PARAMS = 'params'

@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 from absl import logging
 
+from albert_jax.errors import ConfigError
+
 LAYER_NORM_EPS = 1e-12  # The original uses 1e-12 everywhere, the MLM transform's LayerNorm included.
 MASK_BIAS = -10000.0  # Added to the attention scores of padded keys, as the original.
 
@@ -68,11 +70,6 @@ DTYPES = ('float32', 'bfloat16', 'float16')
 # 'xla': the attention written out below (its own backward pass); 'cudnn': cuDNN's fused kernel through
 # jax.nn.dot_product_attention (NVIDIA GPUs); 'auto': cuDNN on a GPU where it takes the model, else XLA.
 ATTENTION = ('auto', 'xla', 'cudnn')
-
-
-class ConfigError(ValueError):
-  """Input a user can fix (a config; and, through the subclasses, a corpus, a vocabulary, a checkpoint): the
-  message names the problem and the fix. The command-line tools print it alone and exit with status 2."""
 
 
 # Settings of config.model that apply to a loaded model (its shape comes from the checkpoint): fine-tuning takes

@@ -19,7 +19,7 @@ import fsspec
 from etils import epath
 from etils.epath import gpath
 
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 # One client for gs:// whether or not TensorFlow is installed: gcsfs, the one the tests run against a GCS server.
 # (epath otherwise switches to tf.io.gfile when it finds TensorFlow, and decides once per process, on first use.)

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 MESH_AXES = ('data', 'fsdp', 'model')
 BATCH_AXES = ('data', 'fsdp')

@@ -8,16 +8,25 @@ quiet; it still fails to start a TPU backend (there is none) and JAX falls back 
 topologies compile exactly as without it (the same programs and memory, tested). On a TPU VM nothing is touched,
 so its real errors still show.
 """
+import importlib.util
 import os
 
 
 def tpu_chips() -> int:
-  """TPU chips on this machine's PCI bus, by JAX's own test; -1 (unknown) where that test is unavailable."""
-  try:
-    from jax._src.hardware_utils import num_available_tpu_chips_and_device_id
-  except ImportError:  # moved in a newer JAX: leave libtpu alone
+  """TPU chips on this machine's PCI bus, by JAX's own test; -1 (unknown) where that test is unavailable. The
+  test's file (standard library only) is loaded by itself: importing the jax package for it would cost every
+  albert_jax import a second and more, the launch scripts' included, which use no JAX."""
+  jax_spec = importlib.util.find_spec('jax')  # finds the package without importing it
+  if jax_spec is None or not jax_spec.submodule_search_locations:
     return -1
-  return num_available_tpu_chips_and_device_id()[0]
+  file = os.path.join(jax_spec.submodule_search_locations[0], '_src', 'hardware_utils.py')
+  try:
+    spec = importlib.util.spec_from_file_location('albert_jax._jax_hardware_utils', file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.num_available_tpu_chips_and_device_id()[0]
+  except (OSError, ImportError, AttributeError):  # moved or changed in a newer JAX: leave libtpu alone
+    return -1
 
 
 def quiet_libtpu_without_tpu(chips: int) -> dict:

@@ -22,7 +22,7 @@ from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 from albert_jax.summary import training_flops_per_sequence
 
 _CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)

@@ -58,7 +58,8 @@ from albert_jax import accelerators, aot, sharding  # noqa: E402
 from albert_jax import model as model_lib  # noqa: E402
 from albert_jax import step as step_lib  # noqa: E402
 from albert_jax.config import from_file, validate  # noqa: E402
-from albert_jax.model import ConfigError, ModelConfig  # noqa: E402
+from albert_jax.errors import ConfigError  # noqa: E402
+from albert_jax.model import ModelConfig  # noqa: E402
 from albert_jax.summary import training_flops_per_sequence  # noqa: E402
 from train_throughput import make_batch, time_interleaved  # noqa: E402
 

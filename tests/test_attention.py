@@ -17,7 +17,8 @@ import pytest
 from albert_jax import model as model_lib
 from albert_jax.config import defaults, validate
 from albert_jax.downstream import heads
-from albert_jax.model import Albert, ConfigError, ModelConfig
+from albert_jax.errors import ConfigError
+from albert_jax.model import Albert, ModelConfig
 
 # A wide initializer makes the attention peaked, so that a wrong scale or a wrong mask shows in the outputs.
 SMALL = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,

@@ -2,7 +2,8 @@
 import pytest
 
 from albert_jax.config import validate
-from albert_jax.model import ConfigError, ModelConfig
+from albert_jax.errors import ConfigError
+from albert_jax.model import ModelConfig
 from conftest import load_config as load_config_file
 
 CONFIGS = ['tiny', 'base', 'large', 'xlarge', 'xxlarge', 'bert_base', 'bert_large', 'bert_xlarge']

@@ -13,7 +13,7 @@ import sentencepiece as spm
 import original_reference as original
 from albert_jax.data import instances as instances_lib
 from albert_jax.data import masking, pipeline, sources, tokenizer, vocab
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 from conftest import ROOT
 
 

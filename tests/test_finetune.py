@@ -20,7 +20,8 @@ from albert_jax import checkpoint, finetune, interop, train
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.interop import CheckpointError
 from albert_jax.config import validate_finetune
-from albert_jax.model import RUNTIME_FIELDS, ConfigError, ModelConfig
+from albert_jax.errors import ConfigError
+from albert_jax.model import RUNTIME_FIELDS, ModelConfig
 from conftest import ROOT, load_config
 from test_downstream_data import mnli_folder, race_folder, write_tsv
 from test_squad import squad_file

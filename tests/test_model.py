@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from albert_jax.model import Albert, ConfigError, ModelConfig, init_params
+from albert_jax.errors import ConfigError
+from albert_jax.model import Albert, ModelConfig, init_params
 
 SMALL = dict(vocab_size=97, embedding_size=16, hidden_size=32, num_layers=4, num_heads=4, intermediate_size=48,
              max_position_embeddings=32)

@@ -79,7 +79,7 @@ def test_microbatches_make_the_update_of_one_batch(optimizer):
 
 
 def test_microbatches_that_do_not_divide_a_devices_rows_are_refused():
-  from albert_jax.model import ConfigError
+  from albert_jax.errors import ConfigError
   mesh = sharding.make_mesh(config_with('lamb', 1).mesh, jax.devices())
   with pytest.raises(ConfigError, match='is 4 per data-parallel device, which config.train.grad_accum_steps 3 does '
                                         'not divide: choose a batch of a multiple of 24, or microbatches that '

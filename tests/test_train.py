@@ -18,7 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from albert_jax import metrics, train
 from albert_jax.data import pipeline
 from albert_jax.data.tokenizer import VocabError
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 from conftest import ROOT
 
 

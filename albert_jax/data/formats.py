@@ -20,7 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from albert_jax import paths
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 COMPRESSED = ('.bz2', '.gz', '.zst')
 

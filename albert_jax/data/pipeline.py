@@ -22,7 +22,7 @@ from albert_jax.data import instances as instances_lib
 from albert_jax.data import masking, sources
 from albert_jax.data.tokenizer import Tokenizer
 from albert_jax.config import validate
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 FEATURES = ('input_ids', 'input_mask', 'segment_ids', 'masked_lm_positions', 'masked_lm_ids', 'masked_lm_weights',
             'sentence_order_labels')

@@ -30,7 +30,7 @@ import sentencex
 from albert_jax import paths
 from albert_jax.data import formats
 from albert_jax.data.formats import decode
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 # Text features of the TFDS datasets we know; any other dataset's first Text feature is used.
 TFDS_TEXT_FEATURE = {'wikipedia': 'text', 'pg19': 'book_text', 'c4': 'text', 'wiki40b': 'text'}

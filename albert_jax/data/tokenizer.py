@@ -9,7 +9,7 @@ import numpy as np
 import sentencepiece as spm
 
 from albert_jax import paths
-from albert_jax.model import ConfigError
+from albert_jax.errors import ConfigError
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 CONTROL_SYMBOLS = ('[CLS]', '[SEP]', '[MASK]')

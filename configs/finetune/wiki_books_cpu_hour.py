@@ -13,7 +13,8 @@ GLUE download (the folder holding RTE/, CoLA/, ...) for the others.
 """
 import os
 
-from albert_jax.config import ConfigError, from_file
+from albert_jax.config import from_file
+from albert_jax.errors import ConfigError
 from albert_jax.model import RUNTIME_FIELDS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
