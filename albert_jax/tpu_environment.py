@@ -25,7 +25,7 @@ def tpu_chips() -> int:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.num_available_tpu_chips_and_device_id()[0]
-  except (OSError, ImportError, AttributeError):  # moved or changed in a newer JAX: leave libtpu alone
+  except Exception:  # a best-effort probe (the file moved or changed in a newer JAX): leave libtpu alone
     return -1
 
 

@@ -1,4 +1,5 @@
-"""Shared test setup: fake CPU devices (for later sharding tests) and the repo root on the path for configs/."""
+"""Shared test setup: fake CPU devices (for later sharding tests), the repo root on the path for configs/, one
+compilation cache for the session."""
 import atexit
 import os
 import pathlib

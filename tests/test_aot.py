@@ -4,9 +4,11 @@ import math
 import os
 import subprocess
 import sys
+import warnings
 
 import jax
 import pytest
+from jax.experimental.compilation_cache import compilation_cache
 
 from albert_jax import accelerators, aot, tpu_environment
 from albert_jax.errors import ConfigError
@@ -99,10 +101,26 @@ def test_oversized_config_does_not_fit_and_the_fewest_microbatches_or_a_policy_a
           in out['text'])
 
 
-def test_flops_and_step_time_estimate(tiny_config):
+def test_flops_and_step_time_estimate(tiny_config, tmp_path):
+  """Also: the compile-only compile stays out of a persistent compilation cache (libtpu's compile-only client
+  cannot load an executable from it, and JAX warns on every hit), and the cache serves CPU compiles after it."""
   config = tiny_config.copy_and_resolve_references()
   config.train.batch_size = 64
-  out = aot.report(config, aot.topology('v3-8'), mfu=0.5)
+  before = jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs
+  jax.config.update('jax_compilation_cache_dir', str(tmp_path))  # this test's own cache, every compile kept
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)
+  compilation_cache.reset_cache()
+  try:
+    with warnings.catch_warnings():
+      warnings.simplefilter('error')
+      out = aot.report(config, aot.topology('v3-8'), mfu=0.5)
+    assert not list(tmp_path.glob('jit_train_step*'))
+    jax.jit(lambda x: x * 3 + 1)(jax.numpy.ones(5)).block_until_ready()
+    assert list(tmp_path.glob('jit__lambda*'))
+  finally:
+    jax.config.update('jax_compilation_cache_dir', before[0])
+    jax.config.update('jax_persistent_cache_min_compile_time_secs', before[1])
+    compilation_cache.reset_cache()
   # 61.5 TFLOP/s per v3 core (half of a 123 TFLOP/s chip) x 8 cores at 50%
   assert math.isclose(out['step_seconds'], out['flops_per_step'] / (8 * 61.5e12 * 0.5))
   assert 'fits, peak' in out['text']
