@@ -176,11 +176,10 @@ def score_pairs(scorer: Scorer, pairs: list, progress=None) -> dict:
   """{'pairs': the pairs scored, 'correct': a bool each, 'good', 'bad': their PLLs, 'skipped': pairs with a sentence
   longer than the model's positions}."""
   good_ids, bad_ids = scorer.pieces([p.good for p in pairs]), scorer.pieces([p.bad for p in pairs])
-  fitting = [(p, g, b) for p, g, b in zip(pairs, good_ids, bad_ids) if scorer.fits(g) and scorer.fits(b)]
-  scored = [p for p, _, _ in fitting]
-  kept = set(scored)
-  skipped = [p for p in pairs if p not in kept]
-  plls = scorer.score_pieces([g for _, g, _ in fitting] + [b for _, _, b in fitting], progress)
+  fits = [scorer.fits(g) and scorer.fits(b) for g, b in zip(good_ids, bad_ids)]
+  keep = lambda items, kept=True: [item for item, f in zip(items, fits) if f == kept]
+  scored, skipped = keep(pairs), keep(pairs, kept=False)
+  plls = scorer.score_pieces(keep(good_ids) + keep(bad_ids), progress)
   good, bad = plls[:len(scored)], plls[len(scored):]
   return {'pairs': scored, 'skipped': skipped, 'good': good, 'bad': bad, 'correct': good > bad}
 
