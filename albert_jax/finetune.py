@@ -122,14 +122,13 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   """Fine-tunes (or resumes) the run in `workdir`; returns the best checkpoint's dev metrics."""
   # ---- Config, starting point and workdir: every check before anything expensive.
   paths.check_reachable(config.init, workdir, config.task.data, config.data.vocab, config.data.tfds_data_dir)
+  workdir = paths.make_folder(workdir)
   model_config, pretrained, vocab, init_description = load_init(config)
   if config.init != 'none':
     model_config = dataclasses.replace(model_config, **{k: config.model[k] for k in RUNTIME_FIELDS})
   validate_finetune(config, model_config)
   config = ml_collections.ConfigDict(config.to_dict())  # unlocked copy: the model actually fine-tuned is recorded
   config.model = ml_collections.ConfigDict(model_config.__dict__)
-  workdir = paths.path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
   checkpoint.check_shared(workdir)
   checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)

@@ -127,6 +127,19 @@ def local_copy(name) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def make_folder(name, flag: str = '--workdir') -> epath.Path:
+  """`name` as a folder that exists, made if need be; a folder that cannot be made (a read-only or system path, a
+  file in the way, no permission) is a PathError naming it and the reason, before anything is written."""
+  folder = path(name)
+  try:
+    folder.mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    reason = e.strerror or ' '.join(str(e).split())[:200]
+    raise PathError(f'{flag} {name} cannot be made ({reason}): name a folder this user can write, or a gs:// '
+                    'bucket path.') from None
+  return folder
+
+
 def writable_locally(name) -> Iterator[str]:
   """A local folder for tools that write only local files, whose contents end up in `name`: `name` itself when it
   is local, else a temporary folder copied there (only if the block completes)."""

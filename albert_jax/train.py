@@ -68,8 +68,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   model_config = validate(config)
   paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir,
                         config.train.blimp)
-  workdir = paths.path(workdir)
-  workdir.mkdir(parents=True, exist_ok=True)
+  workdir = paths.make_folder(workdir)
   checkpoint.check_shared(workdir)
   checkpoint.check_workdir(workdir, config)
   mesh = sharding.make_mesh(config.mesh, devices)

@@ -22,6 +22,10 @@ CASES = {
     'train: cuDNN attention on a CPU': (
         ['albert_jax.train', '--config=configs/tiny.py', '--workdir={tmp}/run', '--config.model.attention=cudnn',
          '--config.model.dtype=bfloat16'], "attention 'cudnn' needs an NVIDIA GPU, and these devices are cpu"),
+    'train: a workdir that cannot be made': (  # /proc takes no new folders, not even root's
+        ['albert_jax.train', '--config=configs/tiny.py', '--workdir=/proc/albert_jax_run'],
+        '--workdir /proc/albert_jax_run cannot be made (No such file or directory): name a folder this user can '
+        'write'),
     'evaluate: a workdir without a checkpoint': (
         ['albert_jax.evaluate', '--config=configs/tiny.py', '--workdir={tmp}', '--config.data.tfds_data_dir={tfds}'],
         'holds no checkpoint to evaluate'),
@@ -46,6 +50,9 @@ CASES = {
     'finetune: cuDNN attention in float32': (
         ['albert_jax.finetune', '--config=configs/finetune/builtin.py', '--workdir={tmp}/ft',
          '--config.model.attention=cudnn'], 'computes in bfloat16 or float16: set model.dtype=bfloat16'),
+    'finetune: a workdir that cannot be made, before the init is read': (
+        ['albert_jax.finetune', '--config=configs/finetune/rte.py', '--workdir=/proc/albert_jax_ft',
+         '--config.init={tmp}/none'], '--workdir /proc/albert_jax_ft cannot be made'),
     'squad_eval: a data file that does not exist': (
         ['albert_jax.downstream.squad_eval', '{tmp}/dev-v2.0.json', '{tmp}/predictions.json'],
         'the SQuAD data file {tmp}/dev-v2.0.json cannot be read'),
