@@ -97,6 +97,10 @@ def test_wikiextractor_damage_stops_with_one_line_naming_file_and_line(tmp_path)
   (tmp_path / 'plain.txt').write_text('Just some prose.\nNo tags at all.\n')
   with pytest.raises(formats.FormatError, match='not WikiExtractor output. Use text:GLOB'):
     open_spec(f'wikiextractor:{tmp_path}/plain.txt')
+  shutil.copy(BOOKS / 'Brontë - Jane Eyre: An Autobiography.txt', tmp_path / 'eyre.txt')  # a book given as Wikipedia
+  with pytest.raises(formats.FormatError, match='eyre.txt holds no <doc ...> blocks but a Project Gutenberg START '
+                                                'line: .* Use gutenberg:GLOB'):
+    open_spec(f'wikiextractor:{tmp_path}/eyre.txt')
   # On the command line: one line on stderr, exit status 2.
   run = subprocess.run([sys.executable, '-m', 'albert_jax.data.vocab', f'--input=wikiextractor:{tmp_path}/cut',
                         f'--output={tmp_path}/v'], capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -180,7 +180,7 @@ class WikiExtractor:
   segmented = False
 
   def index(self, path, skipped) -> list:
-    spans, opened, lines, saw_doc = [], None, [], False
+    spans, opened, lines, saw_doc, book = [], None, [], False, False
     number = 0
     for number, (offset, line) in enumerate(lines_with_offsets(path), 1):
       if _DOC_OPEN.match(line):
@@ -201,10 +201,14 @@ class WikiExtractor:
         lines.append(line.decode('utf-8', 'replace'))
       elif line.strip():
         skipped['wikiextractor: lines outside <doc> blocks (skipped)'] += 1
+        book = book or bool(_PG_START.match(line.rstrip(b'\r\n')))
     if opened is not None:
       raise FormatError(f'{path}, line {opened[1]}: this <doc> is never closed (no </doc> before the end, line '
                         f'{number}): the file is cut short; extract or copy it again.')
     if not saw_doc and number:
+      if book:
+        raise FormatError(f'{path} holds no <doc ...> blocks but a Project Gutenberg START line: it is a Gutenberg '
+                          f'book, not WikiExtractor output. Use gutenberg:GLOB for Gutenberg books.')
       raise FormatError(f'{path} holds no <doc ...> blocks: it is not WikiExtractor output. Use text:GLOB for plain '
                         f'text or lines:GLOB for one sentence per line.')
     return spans
