@@ -308,8 +308,10 @@ def describe(c: Check, topo: Topology) -> str:
   parts = f', in {c.microbatches} microbatches of {c.per_shard // c.microbatches}' if c.microbatches > 1 else ''
   head = f'batch {c.batch_size} ({c.per_shard} per data shard{parts}), remat {c.remat}'
   if c.fits:
+    # XLA's temporary area is its allocation as laid out, not what is live at once: it can exceed the peak.
     return (f'{head}: fits, peak {gib(c.peak)} of {gib(topo.hbm_bytes)} per device (parameters {gib(c.params)}, '
-            f'optimizer state {gib(c.opt_state)}, batch {gib(c.batch)}, temporaries {gib(c.temporaries)})')
+            f'optimizer state {gib(c.opt_state)}, batch {gib(c.batch)}; the compiler\'s temporary area '
+            f'{gib(c.temporaries)}, its size as laid out rather than what is live at the peak)')
   return (f'{head}: does NOT fit, needs {gib(c.required)} of temporaries on top of parameters {gib(c.params)} and '
           f'optimizer state {gib(c.opt_state)}; {gib(topo.hbm_bytes)} per device')
 

@@ -114,6 +114,17 @@ def evaluate(program, params, features: dict, batch_size: int, mesh) -> dict:
   return {k: np.concatenate([o[k] for o in outputs])[:count] for k in outputs[0]}
 
 
+def majority_rates(features: dict) -> dict:
+  """{dev split: the accuracy of always answering the most frequent training label}, the floor a classifier must
+  beat (SST-2: 0.509, where a run that learnt nothing lands); empty for tasks without class labels (regression,
+  spans)."""
+  train = features['train'].get('label_ids')
+  if train is None or not np.issubdtype(train.dtype, np.integer) or not len(train):
+    return {}
+  label = np.bincount(train).argmax()
+  return {split: float(np.mean(f['label_ids'] == label)) for split, f in features.items() if split.startswith('dev')}
+
+
 def split_prefix(split: str) -> str:
   return 'eval_' if split == 'dev' else f'eval_{split[len("dev_"):]}_'
 
@@ -148,6 +159,12 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   splits['train'] = (train_subset(splits['train'][0], config.task.train_examples, config.train.seed, task.name),
                      None)
   features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in splits.items()}
+  majority = majority_rates(features)
+
+  def majority_text(key: str) -> list:
+    """Beside a dev split's accuracy, what always answering the training set's most frequent label scores there."""
+    split = next((s for s in majority if key == f'{split_prefix(s)}accuracy'), None)
+    return [f'majority {majority[split]:.3f}'] if split else []
   train_count = len(features['train']['weights'])
   say(f'{task.name}: ' + ', '.join(f'{split} {len(examples):,}' for split, (examples, _) in splits.items()) +
       f' examples; starting from {init_description}')
@@ -223,7 +240,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     if step % config.train.checkpoint_every == 0 or is_last:
       dev = score(state['params'], 'dev')
       writer.scalars(step, dev)
-      say(f'step {step} dev: ' + '  '.join(f'{k[5:]} {v:.4f}' for k, v in dev.items() if not k.endswith('_count')))
+      say(f'step {step} dev: ' + '  '.join(f'{k[5:]} {v:.4f}' + ''.join(f' ({t})' for t in majority_text(k))
+                                           for k, v in dev.items() if not k.endswith('_count')))
       checkpoint.save(checkpoints, step, state, {'step': step}, {task.metric: float(dev[task.metric])}, force=True)
       writer.flush()  # the curves in a bucket keep up with the checkpoints
     elif preempted:
@@ -252,6 +270,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       predictions.mkdir(parents=True, exist_ok=True)
       for name, text in task.prediction_files(outputs, examples, split, leaderboard_file).items():
         (predictions / name).write_text(text)
+  result.update({f'{split_prefix(split)}majority': rate for split, rate in majority.items()})
   result['score'] = result[task.metric] / task.scale
   if host == 0:
     (workdir / 'result.json').write_text(json.dumps(result, indent=2) + '\n')
@@ -263,7 +282,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     else:  # parameters sharded over hosts: the orbax checkpoint of best_step holds them
       say(f'the best model is checkpoint {best_step} (parameters sharded over hosts: no best/ export)')
   say(f'best checkpoint: step {best_step}; ' + '  '.join(
-      f'{k} {v:.4f} (n {result[k + "_count"]:,})' for k, v in result.items()
+      f'{k} {v:.4f} (' + ', '.join([f'n {result[k + "_count"]:,}', *majority_text(k)]) + ')' for k, v in result.items()
       if f'{k}_count' in result and isinstance(v, float)))
   return result
 

@@ -127,6 +127,18 @@ def local_copy(name) -> Iterator[str]:
 
 
 @contextlib.contextmanager
+def writable_locally(name) -> Iterator[str]:
+  """A local folder for tools that write only local files, whose contents end up in `name`: `name` itself when it
+  is local, else a temporary folder copied there (only if the block completes)."""
+  if not is_url(name):
+    os.makedirs(path(name), exist_ok=True)
+    yield str(path(name))
+    return
+  with tempfile.TemporaryDirectory(prefix='albert_jax-') as tmp:
+    yield tmp
+    copy_tree(tmp, name)
+
+
 def make_folder(name, flag: str = '--workdir') -> epath.Path:
   """`name` as a folder that exists, made if need be; a folder that cannot be made (a read-only or system path, a
   file in the way, no permission) is a PathError naming it and the reason, before anything is written."""
@@ -138,18 +150,6 @@ def make_folder(name, flag: str = '--workdir') -> epath.Path:
     raise PathError(f'{flag} {name} cannot be made ({reason}): name a folder this user can write, or a gs:// '
                     'bucket path.') from None
   return folder
-
-
-def writable_locally(name) -> Iterator[str]:
-  """A local folder for tools that write only local files, whose contents end up in `name`: `name` itself when it
-  is local, else a temporary folder copied there (only if the block completes)."""
-  if not is_url(name):
-    os.makedirs(path(name), exist_ok=True)
-    yield str(path(name))
-    return
-  with tempfile.TemporaryDirectory(prefix='albert_jax-') as tmp:
-    yield tmp
-    copy_tree(tmp, name)
 
 
 def check_reachable(*names) -> None:

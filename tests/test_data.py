@@ -82,7 +82,7 @@ def test_digit_comma_pieces_are_split_as_the_original(tiny_config, builtin_token
   assert changed >= 5
 
 
-def test_vocab_cli_trains_from_a_text_source(tmp_path):
+def test_vocab_cli_trains_from_a_text_source(tmp_path, capsys):
   corpus = tmp_path / 'corpus.txt'
   corpus.write_text('\n\n'.join(f'Sentence number {i} talks about apples and pears.\nAnother line {i * 7}.'
                                 for i in range(300)))
@@ -91,6 +91,15 @@ def test_vocab_cli_trains_from_a_text_source(tmp_path):
                        timeout=300, cwd=ROOT)
   assert out.returncode == 0, out.stderr
   assert tokenizer.Tokenizer(tmp_path / 'v.model', vocab_size=60).vocab_size == 60
+  # Progress while the sentences are read (here after every one of the 600), then a line as SentencePiece starts.
+  lines = out.stdout.splitlines()
+  done = [line for line in lines if line.startswith('vocab: 600 sentences read in ')]
+  assert len(done) == 1 and done[0].endswith(' s; SentencePiece is training on them (minutes for millions)'), lines
+  assert lines[-1].startswith(f'wrote {tmp_path / "v.model"}: 60 pieces in ')
+  path = vocab.train_on_source(f'lines:{corpus}', 60, tmp_path / 'w', progress_every_s=0)
+  printed = capsys.readouterr().out.splitlines()
+  assert [line.split(' (')[0] for line in printed[:-1]] == [f'vocab: {n:,} sentences read' for n in range(1, 601)]
+  assert tokenizer.Tokenizer(path).vocab_size == 60
 
 
 

@@ -108,10 +108,12 @@ def test_a_workdir_without_that_step_or_without_checkpoints_is_one_line(pretrain
 
 
 def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pretrained, tiny_config,
-                                                                             builtin_tokenizer, tmp_path):
+                                                                             builtin_tokenizer, tmp_path, capsys):
   result = finetune.finetune_and_evaluate(builtin_config(tiny_config, pretrained), tmp_path, jax.devices()[:1])
+  printed = capsys.readouterr().out
   dev = read_scalars(tmp_path)['eval_accuracy']
   assert sorted(dev) == [4, 8, 12]
+  dev_at_12 = dev[12]
   best = max(dev, key=lambda s: (dev[s], s))
   assert result['best_step'] == best and result['eval_accuracy'] == pytest.approx(dev[best], abs=1e-6)
   saved = json.loads((tmp_path / 'result.json').read_text())
@@ -124,6 +126,12 @@ def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pr
   dev = task.splits()['dev'][0]
   assert np.mean([line.split('\t')[1] == e.label for line, e in zip(lines[1:], dev)]) == pytest.approx(
       saved['eval_accuracy'])
+  # Beside each dev accuracy, the floor: always the most frequent training label, counted here from the examples.
+  train_labels = [e.label for e in task.splits()['train'][0]]
+  majority = np.mean([e.label == max(set(train_labels), key=train_labels.count) for e in dev])
+  assert saved['eval_majority'] == pytest.approx(majority) and 0.5 <= majority < 1
+  assert f'step 12 dev: accuracy {dev_at_12:.4f} (majority {majority:.3f})' in printed, printed
+  assert f'eval_accuracy {saved["eval_accuracy"]:.4f} (n {len(dev):,}, majority {majority:.3f})' in printed
   # The best model is exported with its head: loaded back, it makes the same predictions; HF's class too.
   model, params, config = albert_jax.from_pretrained(tmp_path / 'best')
   assert config.head.architecture == 'AlbertForSequenceClassification' and config.head.labels == ['0', '1']
@@ -180,6 +188,10 @@ def test_each_task_family_fine_tunes_end_to_end(task, tiny_config, builtin_token
               'squad_v1': {'eval_exact_match', 'eval_f1'},
               'squad_v2': {'eval_exact', 'eval_f1', 'eval_HasAns_f1', 'eval_NoAns_f1', 'eval_best_f1'}}[name]
   assert expected <= set(result) and all(f'{k}_count' in result for k in expected)
+  # A majority rate for each dev split of a task with class labels; none for regression or spans.
+  assert {k for k in result if k.endswith('_majority')} == {
+      'mrpc': {'eval_majority'}, 'mnli': {'eval_majority', 'eval_mismatched_majority'},
+      'race': {'eval_majority'}}.get(name, set())
   files = {'mrpc': {'dev.tsv', 'MRPC.tsv'}, 'stsb': {'dev.tsv', 'STS-B.tsv'},
            'mnli': {'dev.tsv', 'dev_mismatched.tsv', 'MNLI-m.tsv', 'MNLI-mm.tsv', 'AX.tsv'},
            'race': {'dev.tsv', 'test.tsv'}, 'squad_v1': {'dev_predictions.json'},

@@ -52,13 +52,32 @@ def _spread(source, seed: int):
           yield text
 
 
-def train_on_source(spec_text, vocab_size, output_prefix, data_dir=None, limit=10_000_000, counts=None) -> str:
+def with_progress(stream, limit, every_s: float):
+  """The sentences of `stream`, with a line on the console every `every_s` seconds while they are read: a large
+  corpus takes minutes to read and preprocess before SentencePiece starts, and SentencePiece's training minutes
+  more, both silent otherwise."""
+  start = last = time.perf_counter()
+  read = 0
+  for read, text in enumerate(stream, 1):
+    now = time.perf_counter()
+    if now - last >= every_s:
+      last = now
+      print(f'vocab: {read:,} sentences read ({read / (now - start):,.0f}/s; at most {limit:,} are sampled)',
+            flush=True)
+    yield text
+  print(f'vocab: {read:,} sentences read in {time.perf_counter() - start:.0f} s; SentencePiece is training on them '
+        '(minutes for millions)', flush=True)
+
+
+def train_on_source(spec_text, vocab_size, output_prefix, data_dir=None, limit=10_000_000, counts=None,
+                    progress_every_s: float = 15.0) -> str:
   stream = sentences(spec_text, data_dir, limit, counts=counts)
   first = next(stream, None)
   if first is None:
     raise sources.SourceError(f'{spec_text} yields no text to train a vocabulary on.')
   try:
-    return tokenizer.train(itertools.chain([first], stream), vocab_size, output_prefix, limit)
+    return tokenizer.train(with_progress(itertools.chain([first], stream), limit, progress_every_s), vocab_size,
+                           output_prefix, limit)
   except RuntimeError as e:  # e.g. "Vocabulary size too high" for a small corpus
     raise tokenizer.VocabError(f'SentencePiece could not train {vocab_size} pieces on {spec_text}: {str(e).rstrip(".")}. '
                                f'Use a smaller --vocab_size or more text.') from e
