@@ -48,7 +48,10 @@ def defaults() -> ml_collections.ConfigDict:
   config.train.num_steps = 125_000
   config.train.optimizer = 'lamb'  # or 'adamw'
   config.train.learning_rate = 0.00176
-  config.train.warmup_steps = 3125
+  # Fields that follow num_steps (ml_collections references): a --config.train.num_steps override moves them too,
+  # unless they are set themselves. The paper's 3,125 warmup steps of 125,000.
+  steps = config.train.get_ref('num_steps')
+  config.train.warmup_steps = steps // 40
   config.train.poly_power = 1.0  # 1: linear decay to 0 at num_steps, counted from step 0 as the original
   config.train.weight_decay = 0.01
   config.train.beta1 = 0.9
@@ -57,9 +60,9 @@ def defaults() -> ml_collections.ConfigDict:
   config.train.clip_norm = 1.0
   config.train.seed = 0  # parameter init and dropout
   config.train.log_every = 100
-  config.train.eval_every = 5000
+  config.train.eval_every = steps // 25  # 5,000 of 125,000
   config.train.eval_batches = 20  # of train.batch_size held-out instances each
-  config.train.checkpoint_every = 5000
+  config.train.checkpoint_every = steps // 25
   config.train.keep_checkpoints = 3  # the latest ones; the best by held-out MLM accuracy is kept as well
   config.train.fill_mask_text = ''  # printed at the end with fill_mask_word masked and the model's guess
   config.train.fill_mask_word = ''

@@ -66,3 +66,32 @@ def test_sequence_longer_than_position_table_is_refused():
   config.data.max_seq_length = config.model.max_position_embeddings + 1
   with pytest.raises(ConfigError, match=f'at most model.max_position_embeddings {config.model.max_position_embeddings}'):
     validate(config)
+
+
+def parsed(*argv):
+  """The config as the command line builds it: --config=FILE then --config.a.b=value overrides, applied by
+  ml_collections' own flag parser, as every CLI here does."""
+  import sys
+  from unittest import mock
+  from absl import flags
+  from ml_collections import config_flags
+  argv = ['prog', *argv]
+  values = flags.FlagValues()
+  with mock.patch.object(sys, 'argv', argv):  # where ml_collections looks for the overrides' names
+    config_flags.DEFINE_config_file('config', flag_values=values)
+    values(argv)
+  return values.config
+
+
+def test_a_num_steps_override_moves_the_schedule_that_follows_it():
+  """At the paper's 125,000 steps: its 3,125 warmup steps, and an evaluation and a checkpoint every 5,000. A shorter
+  run keeps those proportions unless a field is set itself; a config that sets them keeps its own."""
+  paper = parsed('--config=configs/base.py').train
+  assert (paper.num_steps, paper.warmup_steps, paper.eval_every, paper.checkpoint_every) == (125_000, 3125, 5000, 5000)
+  short = parsed('--config=configs/base.py', '--config.train.num_steps=1000', '--config.train.eval_every=100').train
+  assert (short.warmup_steps, short.eval_every, short.checkpoint_every) == (25, 100, 40)
+  assert parsed('--config=configs/tiny.py', '--config.train.num_steps=300').train.warmup_steps == 100
+  # The recipe's fine-tuning: one override shortens it (it used to take four, and refused 200 below its warmup).
+  recipe = parsed('--config=configs/finetune/wiki_books_cpu_hour.py:sst2', '--config.train.num_steps=200').train
+  assert (recipe.warmup_steps, recipe.checkpoint_every, recipe.log_every) == (20, 50, 50)
+  assert parsed('--config=configs/finetune/wiki_books_cpu_hour.py:mrpc').train.warmup_steps == 80  # 800 steps
