@@ -20,9 +20,7 @@ import os
 import re
 from typing import Optional
 
-import flax.linen as nn
 import jax
-from jax.experimental.compilation_cache import compilation_cache
 from absl import flags
 from ml_collections import config_flags
 
@@ -85,39 +83,6 @@ def topology(name: str) -> Topology:
   return Topology(one_name if num_slices == 1 else f'{num_slices}x{one_name}',
                   f'{generation.name}:{"x".join(map(str, grid))}', generation.chip_config,
                   tpu.devices * num_slices, generation.hbm_bytes, num_slices, tpu)
-
-
-class OutOfMemory(Exception):
-  def __init__(self, message: str):
-    super().__init__(message)
-    found = re.search(r'\(([\d.]+)([KMGT])\) exceeds available HBM \(([\d.]+)([KMGT])\)', message)
-    unit = lambda u: {'K': 2 ** 10, 'M': 2 ** 20, 'G': GIB, 'T': 2 ** 40}[u]
-    self.required = float(found.group(1)) * unit(found.group(2)) if found else None
-
-
-def compile_train_step(program: step_lib.Program, state, batch, mesh):
-  """The train step compiled for the abstract `state` and `batch` on `mesh`'s devices (real or compile-only);
-  OutOfMemory if it does not fit."""
-  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-    lowered = program.train_step.lower(state, batch)
-  # A persistent compilation cache (JAX_COMPILATION_CACHE_DIR) cannot load what compile-only devices compile (no
-  # client to load it onto: a warning on every hit), so their compiles bypass it. JAX decides once per process
-  # whether the cache is used: resetting it makes the switch count, both ways.
-  caching = jax.config.jax_enable_compilation_cache
-  bypass = caching and type(mesh.devices.flat[0].client).__name__ == 'CompileOnlyPyClient'
-  if bypass:
-    jax.config.update('jax_enable_compilation_cache', False)
-    compilation_cache.reset_cache()
-  try:
-    return lowered.compile()
-  except jax.errors.JaxRuntimeError as e:
-    if 'RESOURCE_EXHAUSTED' in str(e):
-      raise OutOfMemory(str(e)) from None
-    raise
-  finally:
-    if bypass:
-      jax.config.update('jax_enable_compilation_cache', True)
-      compilation_cache.reset_cache()
 
 
 # XLA's TPU compiler lowers the part of a collective that crosses slices to host transfers handled by its
@@ -185,8 +150,8 @@ def check(config, topo: Topology, devices=None) -> Check:
                params=per_device_bytes(state['params']), opt_state=per_device_bytes(state['opt_state']),
                batch=per_device_bytes(batch))
   try:
-    compiled = compile_train_step(program, state, batch, mesh)
-  except OutOfMemory as e:
+    compiled = step_lib.compile_train_step(program, state, batch, mesh)
+  except step_lib.OutOfMemory as e:
     return Check(fits=False, temporaries=None, peak=None, required=e.required, **sizes)
   memory = compiled.memory_analysis()
   dcn = cross_slice_bytes(compiled.as_text(), topo.devices // topo.num_slices) if topo.num_slices > 1 else None

@@ -21,7 +21,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import aot, checkpoint, interop, metrics, paths, sharding
+from albert_jax import checkpoint, interop, metrics, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
 from albert_jax.data import pipeline as pipeline_lib
@@ -181,8 +181,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
                                             sharding=program.batch_sharding)
                     for k, v in features['train'].items()}
   try:
-    train_step = aot.compile_train_step(program, abstract_state, abstract_batch, mesh)
-  except aot.OutOfMemory as e:
+    train_step = step_lib.compile_train_step(program, abstract_state, abstract_batch, mesh)
+  except step_lib.OutOfMemory as e:
     raise ConfigError(f'the fine-tuning step does not fit in device memory ({e}): lower config.train.batch_size '
                       f'or set config.model.remat.') from None
 

@@ -1,7 +1,9 @@
 """The training program: losses, the state (parameters + optimizer), where each array lives, and the jitted
-train and eval steps. train.py runs it; aot.py compiles the very same program for a TPU topology it does not have.
+train and eval steps, and the train step's compilation (out of memory as its own error). train.py and finetune.py
+run it; aot.py compiles the very same program for a TPU topology it does not have.
 """
 import dataclasses
+import re
 from typing import Callable
 
 import flax.linen as nn
@@ -9,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.experimental.compilation_cache import compilation_cache
 from jax.sharding import NamedSharding, PartitionSpec
 
 from albert_jax import optim, sharding
@@ -211,3 +214,38 @@ def _same_count_on_every_host(batches: list) -> list:
   empty = collate([], batches[0]['input_ids'].shape[1], batches[0]['masked_lm_ids'].shape[1],
                   rows=len(batches[0]['input_ids']))
   return batches + [empty] * (most - len(batches))
+
+
+class OutOfMemory(Exception):
+  """The compiler's out-of-memory error for a step; `required` is the memory it said it needed, where it said."""
+
+  def __init__(self, message: str):
+    super().__init__(message)
+    found = re.search(r'\(([\d.]+)([KMGT])\) exceeds available HBM \(([\d.]+)([KMGT])\)', message)
+    unit = lambda u: {'K': 2 ** 10, 'M': 2 ** 20, 'G': 2 ** 30, 'T': 2 ** 40}[u]
+    self.required = float(found.group(1)) * unit(found.group(2)) if found else None
+
+
+def compile_train_step(program: Program, state, batch, mesh):
+  """The train step compiled for the abstract `state` and `batch` on `mesh`'s devices (real or compile-only);
+  OutOfMemory if it does not fit."""
+  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+    lowered = program.train_step.lower(state, batch)
+  # A persistent compilation cache (JAX_COMPILATION_CACHE_DIR) cannot load what compile-only devices compile (no
+  # client to load it onto: a warning on every hit), so their compiles bypass it. JAX decides once per process
+  # whether the cache is used: resetting it makes the switch count, both ways.
+  caching = jax.config.jax_enable_compilation_cache
+  bypass = caching and type(mesh.devices.flat[0].client).__name__ == 'CompileOnlyPyClient'
+  if bypass:
+    jax.config.update('jax_enable_compilation_cache', False)
+    compilation_cache.reset_cache()
+  try:
+    return lowered.compile()
+  except jax.errors.JaxRuntimeError as e:
+    if 'RESOURCE_EXHAUSTED' in str(e):
+      raise OutOfMemory(str(e)) from None
+    raise
+  finally:
+    if bypass:
+      jax.config.update('jax_enable_compilation_cache', True)
+      compilation_cache.reset_cache()

@@ -17,7 +17,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import aot, blimp, checkpoint, metrics, paths, sharding
+from albert_jax import blimp, checkpoint, metrics, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -97,9 +97,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   program = step_lib.build(config, model_config, mesh)
   abstract_state = program.abstract_state()
   try:
-    train_step = aot.compile_train_step(program, abstract_state, program.abstract_batch(
+    train_step = step_lib.compile_train_step(program, abstract_state, program.abstract_batch(
         config.train.batch_size, config.data.max_seq_length, config.data.max_predictions_per_seq), mesh)
-  except aot.OutOfMemory as e:
+  except step_lib.OutOfMemory as e:
     raise ConfigError(f'the training step does not fit in device memory ({e}). Find a model.remat policy or a '
                       f'batch size that fits without a pod: python -m albert_jax.aot --config=... '
                       f'--topology=<accelerator type>') from None

@@ -6,7 +6,7 @@
 
 For each config (ALBERT base, large, xlarge, xxlarge; BERT base, large, xlarge), sequence length and attention
 implementation, on JAX's default device: ours is exactly the step `python -m albert_jax.train` runs (step.build on a
-one-device mesh, compiled by aot.compile_train_step; LAMB as configured; bfloat16 compute and float32 parameters on
+one-device mesh, compiled by step_lib.compile_train_step; LAMB as configured; bfloat16 compute and float32 parameters on
 an accelerator), HF's is AlbertForPreTraining (ALBERT configs) or BertForPreTraining (BERT configs: no sharing) with
 SDPA attention, AdamW (fused on CUDA), bfloat16 autocast on CUDA and torch.compile where it works, on the same
 device. Both train on the same batch (the config's masked positions per sequence), their steps alternating in
@@ -54,7 +54,7 @@ import jaxlib  # noqa: E402
 import numpy as np  # noqa: E402
 from etils import epath  # noqa: E402
 
-from albert_jax import accelerators, aot, sharding  # noqa: E402
+from albert_jax import accelerators, sharding  # noqa: E402
 from albert_jax import model as model_lib  # noqa: E402
 from albert_jax import step as step_lib  # noqa: E402
 from albert_jax.config import from_file, validate  # noqa: E402
@@ -159,7 +159,7 @@ def ours(program: step_lib.Program, batch: dict, mesh) -> tuple:
   """(step(), XLA's peak bytes for the compiled step or None on a CPU): train.py's program, compiled as it does
   for this batch's shape, on a new state."""
   (batch_size, seq_len), predictions = batch['input_ids'].shape, batch['masked_lm_ids'].shape[1]
-  train_step = aot.compile_train_step(program, program.abstract_state(),
+  train_step = step_lib.compile_train_step(program, program.abstract_state(),
                                       program.abstract_batch(batch_size, seq_len, predictions), mesh)
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     state = [program.new_state(jax.random.key(0))]
@@ -236,7 +236,7 @@ class HuggingFace:
 
 def out_of_memory(e: Exception) -> bool:
   import torch
-  return (isinstance(e, (aot.OutOfMemory, torch.cuda.OutOfMemoryError)) or
+  return (isinstance(e, (step_lib.OutOfMemory, torch.cuda.OutOfMemoryError)) or
           isinstance(e, jax.errors.JaxRuntimeError) and 'RESOURCE_EXHAUSTED' in str(e))
 
 

@@ -11,6 +11,7 @@ import pytest
 from jax.experimental.compilation_cache import compilation_cache
 
 from albert_jax import accelerators, aot, tpu_environment
+from albert_jax import step as step_lib
 from albert_jax.errors import ConfigError
 from albert_jax.summary import count_params
 from conftest import ROOT
@@ -155,10 +156,10 @@ def test_training_stops_before_reading_data_when_the_step_does_not_fit(tiny_conf
   from albert_jax import train
 
   def out_of_memory(*args):
-    raise aot.OutOfMemory('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO '
+    raise step_lib.OutOfMemory('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO '
                           'temporaries (36.85G) exceeds available HBM (15.48G).')
 
-  monkeypatch.setattr(aot, 'compile_train_step', out_of_memory)
+  monkeypatch.setattr(step_lib, 'compile_train_step', out_of_memory)
   monkeypatch.setattr(train.pipeline_lib.Pipeline, 'next_batch', lambda self: pytest.fail('read data'))
   with pytest.raises(ConfigError, match=r'does not fit in device memory .*python -m albert_jax.aot'):
     train.train_and_evaluate(tiny_config, tmp_path, devices=jax.devices()[:1])
