@@ -20,7 +20,9 @@ def defaults() -> ml_collections.ConfigDict:
   config.model = ml_collections.ConfigDict(dataclasses.asdict(ModelConfig()))
 
   config.data = ml_collections.ConfigDict()
-  # Comma-separated (or a list of) builtin | tfds:NAME | lines:GLOB | text:GLOB, each optionally @WEIGHT.
+  # Comma-separated (or a list of) sources, each optionally @WEIGHT: builtin | tfds:NAME | a file format and a glob,
+  # lines:GLOB | text:GLOB | wikiextractor:GLOB | gutenberg:GLOB | jsonl[FIELD]:GLOB | parquet[COLUMN]:GLOB
+  # (data/sources.py; docs/data.md).
   # The paper trained on Wikipedia + BookCorpus (~3:1 in words); TFDS's books corpus is pg19.
   config.data.source = 'tfds:wikipedia/20230601.en@3,tfds:pg19@1'
   # A SentencePiece .model (e.g. the release's 30k-clean.model, or python -m albert_jax.data.vocab), or 'builtin':

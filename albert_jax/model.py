@@ -80,7 +80,7 @@ RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtyp
 
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
-  """The model's shape and numerics. Field names are those of `config.model` (DESIGN.md).
+  """The model's shape and numerics. Field names are those of `config.model` (config.py builds it from these).
 
   The defaults are ALBERT-base (Table 2 of the paper, the released v2 config).
   """
