@@ -149,7 +149,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     batch = train_data.next_batch() if step < config.train.num_steps else None  # overlaps the device's work
     step_metrics = jax.device_get(step_metrics)
     if not all(np.isfinite(step_metrics[k]) for k in ('loss', 'grad_norm')):
+      train_data.close()
       checkpoints.wait_until_finished()
+      writer.close()  # the curves up to here are what tells why (as finetune.py)
       raise FloatingPointError(f'non-finite loss or gradient at step {step} (loss {step_metrics["loss"]}, '
                                f'gradient norm {step_metrics["grad_norm"]}); nothing was saved from this step. '
                                f'The last checkpoint is intact: lower train.learning_rate or raise '
