@@ -18,7 +18,6 @@ vocabulary is the run's (data.vocab), an HF directory's spiece.model, or --vocab
 """
 import dataclasses
 import json
-import math
 import time
 from typing import Optional
 
@@ -27,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from albert_jax import paths
+from albert_jax import paths, stats
 from albert_jax.config import run_cli
 from albert_jax.data import tokenizer as tokenizer_lib
 from albert_jax.errors import ConfigError
@@ -224,9 +223,8 @@ def paired_difference(ours: dict, baseline: dict) -> dict:
   term = {u: t for t, us in ours['paradigms_of'].items() for u in us}
 
   def diff(keys):
-    d = np.array([a[k] - b[k] for k in keys], np.float64)
-    return {'difference': float(d.mean()), 'paired_se': float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1
-            else float('nan'), 'pairs': len(d)}
+    mean, se = stats.mean_and_se([a[k] - b[k] for k in keys])
+    return {'difference': mean, 'paired_se': float('nan') if se is None else se, 'pairs': len(keys)}
   phenomena = {}
   for k in shared:
     phenomena.setdefault(term[k[0]], []).append(k)

@@ -28,7 +28,7 @@ from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import Tokenizer
 from albert_jax.downstream import builtin, glue, race, squad
 from albert_jax.errors import ConfigError
-from albert_jax.model import RUNTIME_FIELDS, ModelConfig
+from albert_jax.model import RUNTIME_FIELDS, ModelConfig, model_shape
 from albert_jax.summary import training_flops_per_sequence
 
 
@@ -112,6 +112,17 @@ def evaluate(program, params, features: dict, batch_size: int, mesh) -> dict:
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
       outputs.append(jax.device_get(program.eval_step(params, sharding.global_batch(batch, mesh))))
   return {k: np.concatenate([o[k] for o in outputs])[:count] for k in outputs[0]}
+
+
+def random_init_flags(pretrained: dict) -> list:
+  """The control of a pretrained checkpoint: the flags that make init 'none' (random weights) the shape of the
+  checkpoint whose config.json is `pretrained`, with its vocabulary; runtime settings such as dropout come from the
+  fine-tuning config, the same for both inits."""
+  out = [f'--config.model.{k}={v}' for k, v in model_shape(pretrained['model']).items()]
+  out.append(f'--config.data.vocab={pretrained["data"]["vocab"]}')
+  if pretrained['data'].get('tfds_data_dir'):
+    out.append(f'--config.data.tfds_data_dir={pretrained["data"]["tfds_data_dir"]}')
+  return out
 
 
 def majority_rates(features: dict) -> dict:

@@ -78,6 +78,12 @@ RUNTIME_FIELDS = ('dropout_rate', 'attention_dropout_rate', 'dtype', 'param_dtyp
                   'attention')
 
 
+def model_shape(fields) -> dict:
+  """The fields of a config.model (a dict or ConfigDict) that fix the model's shape: all but RUNTIME_FIELDS. What
+  random weights "of a checkpoint's shape" copy from it."""
+  return {k: v for k, v in fields.items() if k not in RUNTIME_FIELDS}
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """The model's shape and numerics. Field names are those of `config.model` (config.py builds it from these).

@@ -29,8 +29,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
-from albert_jax import finetune, interop, paths  # noqa: E402
-from pretrained_vs_random import TASKS, mcnemar, task_config  # noqa: E402
+from albert_jax import finetune, interop, paths, stats  # noqa: E402
+from pretrained_vs_random import TASKS, task_config  # noqa: E402
 
 WINDOW = 10  # steps per throughput window
 BATCH = 32
@@ -148,7 +148,7 @@ def main(argv=None) -> dict:
     hf = run_hf(config, params, model_config, features, seed)
     rows.append({'seed': seed, 'ours': {k: v for k, v in ours.items() if k != 'predicted'},
                  'hf': {k: v for k, v in hf.items() if k != 'predicted'},
-                 'mcnemar_p': mcnemar(ours['predicted'] == gold, hf['predicted'] == gold)})
+                 'mcnemar_p': stats.mcnemar(ours['predicted'] == gold, hf['predicted'] == gold)})
   print(f'\n{args.task} dev (n {len(gold):,}), {args.steps} steps of {BATCH}, lr {args.learning_rate:g}, from '
         f'{args.init}; {os.cpu_count()} threads')
   print('| seed | ours: dev accuracy (step) | HF: dev accuracy (step) | McNemar p | ours ex/s | HF ex/s | ours/HF |')

@@ -36,11 +36,10 @@ import numpy as np
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from albert_jax import finetune, paths  # noqa: E402
+from albert_jax import finetune, paths, stats  # noqa: E402
 from albert_jax.config import from_file  # noqa: E402
 from albert_jax.data import pipeline  # noqa: E402
 from albert_jax.downstream import glue  # noqa: E402
-from albert_jax.model import RUNTIME_FIELDS  # noqa: E402
 
 # Per task: the config file, the sequence length (SST-2's sentences are short: 64 keeps 99% whole), the schedule
 # lengths of the grid, and the metrics reported (the first picks settings and checkpoints, as the config does).
@@ -60,17 +59,6 @@ PUBLISHED = {'sst2': {'BERT-Tiny (2/128), pretrained, test': 'accuracy 83.2',
 BOOTSTRAP = 10_000
 
 
-def random_init_flags(pretrained: dict) -> list:
-  """The flags that make init 'none' the shape of the checkpoint whose config.json is `pretrained`, with its
-  vocabulary (its runtime settings, such as dropout, come from the fine-tuning config for both inits)."""
-  shape = {k: v for k, v in pretrained['model'].items() if k not in RUNTIME_FIELDS}
-  out = [f'--config.model.{k}={v}' for k, v in shape.items()]
-  out.append(f'--config.data.vocab={pretrained["data"]["vocab"]}')
-  if pretrained['data'].get('tfds_data_dir'):
-    out.append(f'--config.data.tfds_data_dir={pretrained["data"]["tfds_data_dir"]}')
-  return out
-
-
 class Bench:
 
   def __init__(self, args):
@@ -79,7 +67,7 @@ class Bench:
     # The checkpoint's vocabulary, as it was pretrained with ('builtin' included).
     self.tokenizer = pipeline.load_tokenizer(ml_collections.ConfigDict(pretrained))
     self.inits = {'pretrained': [f'--config.init={args.init}'],
-                  'random': ['--config.init=none', *random_init_flags(pretrained)]}
+                  'random': ['--config.init=none', *finetune.random_init_flags(pretrained)]}
 
   def run(self, task: str, init: str, lr: float, steps: int, seed: int, examples: int = 0) -> dict:
     """One fine-tuning run (or its result from before): result.json, plus its dev predictions and wall time."""
@@ -152,23 +140,9 @@ def paired(name: str, pretrained: list, random: list, gold: np.ndarray, seed: in
   error and 95% interval from a paired bootstrap over examples; McNemar's exact p for each seed's pair."""
   diff = lambda rows: (np.mean([metric(name, p[rows], gold[rows]) for p in pretrained]) -
                        np.mean([metric(name, p[rows], gold[rows]) for p in random]))
-  rng = np.random.default_rng(seed)
-  draws = np.array([diff(rng.integers(0, len(gold), len(gold))) for _ in range(BOOTSTRAP)])
-  out = {'difference': float(diff(np.arange(len(gold)))), 'se': float(draws.std(ddof=1)),
-         'interval': [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))]}
-  out['z'] = out['difference'] / out['se'] if out['se'] else math.inf
-  out['mcnemar_p'] = [mcnemar(p == gold, r == gold) for p, r in zip(pretrained, random)]
+  out = stats.paired_bootstrap(diff, len(gold), BOOTSTRAP, seed)
+  out['mcnemar_p'] = [stats.mcnemar(p == gold, r == gold) for p, r in zip(pretrained, random)]
   return out
-
-
-def mcnemar(a: np.ndarray, b: np.ndarray) -> float:
-  """Two-sided exact McNemar test: of the examples exactly one of the two gets right, is the split even?"""
-  only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
-  n, k = only_a + only_b, min(only_a, only_b)
-  if n == 0:
-    return 1.0
-  tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-  return min(1.0, 2 * tail)
 
 
 def given_settings(parser, task: str, text: str, inits) -> dict:

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from albert_jax import paths
+from albert_jax import paths, stats
 from launch import tpu
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -194,11 +194,8 @@ def collect(sweep: dict, runs: list, root: paths.Path) -> list:
 
 def mean_and_error(column: str, values: list) -> dict:
   """{column: the mean}, with the standard error of the mean and the count where there are several."""
-  mean = sum(values) / len(values)
-  if len(values) < 2:
-    return {column: mean}
-  variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-  return {column: mean, f'{column}_se': (variance / len(values)) ** 0.5, f'{column}_n': len(values)}
+  mean, se = stats.mean_and_se(values)
+  return {column: mean} if se is None else {column: mean, f'{column}_se': se, f'{column}_n': len(values)}
 
 
 def follow_up_columns(sweep: dict) -> list:

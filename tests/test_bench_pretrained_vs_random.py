@@ -1,5 +1,5 @@
 """bench/pretrained_vs_random.py, what pretraining buys on real tasks: its statistics against independent ones
-(scipy's exact binomial test for McNemar, the analytic paired standard error for the bootstrap, F1 counted), and a
+(the analytic paired standard error for the bootstrap, F1 counted; McNemar's test is in test_stats.py), and a
 small run end to end on slices of the real SST-2 files: both inits fine-tuned, seed 0 shared by the grid and the
 seeds, the same shape for random weights, a finished run never run again. And bench/finetune_peer.py, HF's
 AlbertForSequenceClassification on the same checkpoint and batches, end to end on the same slices. And
@@ -49,15 +49,6 @@ def pretrained_and_glue(tiny_config, builtin_tokenizer, tmp_path_factory):
     (root / 'glue' / 'SST-2').mkdir(parents=True, exist_ok=True)
     (root / 'glue' / 'SST-2' / f'{split}.tsv').write_text('\n'.join(lines) + '\n')
   return root / 'pretrained', root / 'glue'
-
-
-def test_mcnemar_is_the_exact_binomial_test_on_the_discordant_examples(bench):
-  rng = np.random.default_rng(0)
-  for n, p, q in ((12, 0.7, 0.6), (80, 0.8, 0.5), (872, 0.8, 0.79)):
-    a, b = rng.random(n) < p, rng.random(n) < q
-    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
-    assert bench.mcnemar(a, b) == pytest.approx(scipy.stats.binomtest(only_a, only_a + only_b).pvalue, rel=1e-9)
-  assert bench.mcnemar(a, a) == 1.0
 
 
 def test_the_paired_bootstrap_agrees_with_the_analytic_paired_standard_error(bench):

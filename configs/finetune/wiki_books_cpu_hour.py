@@ -15,7 +15,7 @@ import os
 
 from albert_jax.config import from_file
 from albert_jax.errors import ConfigError
-from albert_jax.model import RUNTIME_FIELDS
+from albert_jax.model import model_shape
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLUE_TASKS = ('cola', 'sst2', 'mrpc', 'stsb', 'qqp', 'mnli', 'qnli', 'rte', 'wnli')
@@ -40,7 +40,7 @@ def get_config(arg='sst2'):
   # The recipe's shape and vocabulary, so that --config.init=none gives random weights of the checkpoint's shape
   # (the control); the task config keeps the runtime settings, such as dropout, for both.
   recipe = from_file(os.path.join(HERE, '..', 'wiki_books_cpu_hour.py'))
-  config.model.update({k: v for k, v in recipe.model.items() if k not in RUNTIME_FIELDS})
+  config.model.update(model_shape(recipe.model))
   config.data.vocab = recipe.data.vocab
   config.task.data = os.path.normpath(os.path.join(HERE, '..', '..', '..', 'shared', 'data', 'glue'))
   config.task.test_predictions = False  # GLUE's test files hold no labels; turn on to write leaderboard TSVs
