@@ -254,13 +254,13 @@ def load_checkpoint(path: str, vocab: Optional[str], random_init: bool, step: Op
   """(model, params, tokenizer, a line saying what was loaded) for any checkpoint from_pretrained reads (of a
   pretraining workdir: its best, or checkpoint `step`)."""
   from albert_jax import interop
-  from albert_jax.model import ModelConfig, init_params
+  from albert_jax.model import Albert, ModelConfig, init_params
   import flax.linen as nn
   config, params, source = interop.read(path, step)
   if config.get('head'):
     raise BlimpError(f'{path} is a fine-tuned {config.head.architecture} without the MLM head BLiMP scores with: '
                      f'give the pretrained checkpoint it started from.')
-  model = interop.make_model(ModelConfig.from_config(config.model))
+  model = Albert(ModelConfig.from_config(config.model))
   if random_init:  # the same shape, the initialisation training starts from
     params = jax.tree.map(np.asarray, nn.unbox(init_params(model, jax.random.key(seed))))
     source = f'random weights (seed {seed}) of the shape of {source}'

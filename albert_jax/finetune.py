@@ -26,7 +26,7 @@ from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import Tokenizer
-from albert_jax.downstream import builtin, glue, race, squad
+from albert_jax.downstream import builtin, glue, heads, race, squad
 from albert_jax.errors import ConfigError
 from albert_jax.model import RUNTIME_FIELDS, ModelConfig, model_shape
 from albert_jax.summary import training_flops_per_sequence
@@ -181,7 +181,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       f' examples; starting from {init_description}')
 
   # ---- Model, optimizer, shardings and the compiled train step (train.py's program, with the task's head).
-  model = interop.make_model(platform_config, task.head)
+  model = heads.make_model(platform_config, task.head)
   dummy = task.dummy_inputs()
   program = step_lib.make_program(
       model, lambda rng: model.init({'params': rng}, **dummy)['params'],

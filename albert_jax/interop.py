@@ -23,16 +23,12 @@ from albert_jax import checkpoint, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import defaults, validate
 from albert_jax.downstream import heads
-from albert_jax.errors import ConfigError
+from albert_jax.errors import CheckpointError
 from albert_jax.model import LAYER_NORM_EPS, Albert, ModelConfig, abstract_params
 
 OURS_CONFIG = 'albert_jax.json'
 OURS_PARAMS = 'params'
 TF_CONFIG = 'albert_config.json'
-
-
-class CheckpointError(ConfigError):
-  """A checkpoint that cannot be read or does not fit the model; the message names the file and the fix."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +181,7 @@ def _to_external(params, cfg: ModelConfig, entries_fn: Callable, head: Optional[
 def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source: str,
                    head: Optional[dict] = None) -> dict:
   """Our params (numpy) from external tensors, checked against the shapes the config implies."""
-  target = _unboxed_shapes(make_model(cfg, head))
+  target = _unboxed_shapes(heads.make_model(cfg, head))
   projection = cfg.embedding_size != cfg.hidden_size or cfg.embedding_projection
   entries = entries_fn(cfg.num_groups, cfg.inner_group_num, projection, head and head['architecture'])
   missing = [e.name for e in entries if e.name not in tensors]
@@ -221,24 +217,6 @@ def _unboxed_shapes(model: nn.Module):
   length = min(8, model.config.max_position_embeddings)
   ids = jax.ShapeDtypeStruct((1, 2, length) if isinstance(model, heads.MultipleChoice) else (1, length), np.int32)
   return nn.unbox(jax.eval_shape(lambda i: model.init(jax.random.key(0), i)['params'], ids))
-
-
-def make_model(cfg: ModelConfig, head: Optional[dict] = None) -> nn.Module:
-  """The pretraining model, or the downstream model `head` describes: {'architecture': an HF class name or
-  'AlbertForSquadV2', 'num_labels': ..., 'classifier_dropout': ...} (config.head of a fine-tuned checkpoint)."""
-  if not head:
-    return Albert(cfg)
-  arch, dropout = head['architecture'], head.get('classifier_dropout', 0.1)
-  if arch == 'AlbertForSequenceClassification':
-    return heads.SequenceClassifier(cfg, head['num_labels'], dropout)
-  if arch == 'AlbertForMultipleChoice':
-    return heads.MultipleChoice(cfg, dropout)
-  if arch == 'AlbertForQuestionAnswering':
-    return heads.SpanV1(cfg)
-  if arch == 'AlbertForSquadV2':
-    return heads.SpanV2(cfg, head.get('start_n_top', 5), head.get('end_n_top', 5), dropout)
-  raise CheckpointError(f'architecture {arch!r} is not one albert_jax builds; known: AlbertForPreTraining, '
-                        f'{", ".join(_HF_HEADS)}, AlbertForSquadV2.')
 
 
 def full_config(model: ModelConfig) -> ml_collections.ConfigDict:
@@ -491,7 +469,7 @@ def load(directory) -> tuple:
   config.update(json.loads((directory / OURS_CONFIG).read_text()))
   cfg = validate(config)
   target = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype),
-                        _unboxed_shapes(make_model(cfg, config.get('head'))))
+                        _unboxed_shapes(heads.make_model(cfg, config.get('head'))))
   checkpoint.quiet_abandoned_reads()
   try:
     with ocp.StandardCheckpointer() as checkpointer:
@@ -610,4 +588,4 @@ def from_pretrained(path, step: Optional[int] = None) -> tuple:
   downstream model's output holds `logits`, or `start_logits` and `end_logits`, and `config.head` describes its
   head."""
   config, params, _ = read(path, step)
-  return make_model(ModelConfig.from_config(config.model), config.get('head')), params, config
+  return heads.make_model(ModelConfig.from_config(config.model), config.get('head')), params, config

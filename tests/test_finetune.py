@@ -18,7 +18,7 @@ import albert_jax
 
 from albert_jax import checkpoint, finetune, interop, train
 from albert_jax.data.tokenizer import VocabError
-from albert_jax.interop import CheckpointError
+from albert_jax.errors import CheckpointError
 from albert_jax.config import validate_finetune
 from albert_jax.errors import ConfigError
 from albert_jax.model import RUNTIME_FIELDS, ModelConfig

@@ -17,7 +17,7 @@ from flax import linen as nn
 import albert_jax
 from albert_jax import interop
 from albert_jax.config import defaults
-from albert_jax.interop import CheckpointError
+from albert_jax.errors import CheckpointError
 from albert_jax.model import Albert, ModelConfig, init_params
 from conftest import ROOT
 

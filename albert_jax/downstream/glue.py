@@ -55,7 +55,7 @@ class ClassificationTask:
 
   @property
   def head(self) -> dict:
-    """The model's head, as interop.make_model and the exported checkpoint describe it."""
+    """The model's head, as heads.make_model and the exported checkpoint describe it."""
     return {'architecture': 'AlbertForSequenceClassification', 'num_labels': self.num_labels,
             'labels': list(self.labels or []), 'classifier_dropout': self.classifier_dropout}
 

@@ -19,7 +19,8 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from albert_jax.model import Dense, LayerNorm, ModelConfig, backbone, initializer
+from albert_jax.errors import CheckpointError
+from albert_jax.model import Albert, Dense, LayerNorm, ModelConfig, backbone, initializer
 
 _NEG = -1e30  # the original's mask value for positions that cannot start or end an answer
 
@@ -136,3 +137,22 @@ class SpanV2(nn.Module):
 def _dense(cfg: ModelConfig, features: int, name: str) -> nn.Module:
   """A float32 head layer over the last axis (its input width found at first call)."""
   return nn.Dense(features, kernel_init=initializer(cfg), name=name)
+
+
+def make_model(cfg: ModelConfig, head: Optional[dict] = None) -> nn.Module:
+  """The pretraining model, or the downstream model `head` describes: {'architecture': an HF class name or
+  'AlbertForSquadV2', 'num_labels': ..., 'classifier_dropout': ...} (config.head of a fine-tuned checkpoint)."""
+  if not head:
+    return Albert(cfg)
+  arch, dropout = head['architecture'], head.get('classifier_dropout', 0.1)
+  if arch == 'AlbertForSequenceClassification':
+    return SequenceClassifier(cfg, head['num_labels'], dropout)
+  if arch == 'AlbertForMultipleChoice':
+    return MultipleChoice(cfg, dropout)
+  if arch == 'AlbertForQuestionAnswering':
+    return SpanV1(cfg)
+  if arch == 'AlbertForSquadV2':
+    return SpanV2(cfg, head.get('start_n_top', 5), head.get('end_n_top', 5), dropout)
+  raise CheckpointError(f'architecture {arch!r} is not one albert_jax builds; known: AlbertForPreTraining, '
+                        'AlbertForSequenceClassification, AlbertForMultipleChoice, AlbertForQuestionAnswering, '
+                        'AlbertForSquadV2.')
