@@ -26,7 +26,7 @@ from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import Tokenizer
-from albert_jax.downstream import builtin, glue, heads, race, squad
+from albert_jax.downstream import Task, builtin, glue, heads, race, squad
 from albert_jax.errors import ConfigError
 from albert_jax.model import RUNTIME_FIELDS, ModelConfig, model_shape
 from albert_jax.summary import training_flops_per_sequence
@@ -36,7 +36,7 @@ TASKS = {**{name: glue.GlueTask for name in glue.GLUE}, 'race': race.RaceTask, '
          'squad_v2': squad.SquadTask, 'builtin': builtin.BuiltinTask}
 
 
-def make_task(config):
+def make_task(config) -> Task:
   if config.task.name not in TASKS:
     raise ConfigError(f'config.task.name {config.task.name!r} is not a task; known: {", ".join(TASKS)}.')
   return TASKS[config.task.name](config)

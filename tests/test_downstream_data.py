@@ -8,9 +8,11 @@ import pytest
 import scipy.stats
 import tensorflow_datasets as tfds
 
-from albert_jax.config import finetune_defaults
+from albert_jax import finetune
+from albert_jax.config import finetune_defaults, from_file
 from albert_jax.downstream import builtin, glue, race
-from albert_jax.downstream import DataError
+from albert_jax.downstream import DataError, Task
+from conftest import ROOT
 
 
 # ---- metrics ----------------------------------------------------------------------------------------------------
@@ -262,3 +264,16 @@ def test_every_glue_task_reads_tfds(name, builtin_tokenizer):
   assert all((e.text_b is None) == (len(glue.GLUE[name].tfds_keys) == 1) for e in train)
   features = task.features(train, builtin_tokenizer, 'train')
   assert features['input_ids'].shape == (4, 32) and (features['input_ids'][:, 0] == 2).all()  # [CLS]
+
+
+@pytest.mark.parametrize('name', sorted(finetune.TASKS))
+def test_every_task_provides_what_finetune_asks_of_a_task(name):
+  """downstream.Task lists what finetune.py uses of a task; every task it names has all of it (a new one missing a
+  member would fail here, not halfway through a run)."""
+  path = ROOT / 'configs' / 'finetune' / f'{name}.py'
+  config = from_file(path if path.exists() else ROOT / 'configs' / 'finetune' / 'mrpc.py')
+  config.task.name = name
+  task = finetune.make_task(config)
+  members = [k for k in vars(Task) if not k.startswith('_')] + list(Task.__annotations__)
+  assert len(members) == 12 and not [k for k in members if not hasattr(task, k)]
+  assert task.name == name and task.metric.startswith('eval_') and task.scale in (1.0, 100.0)
