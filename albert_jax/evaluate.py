@@ -16,6 +16,7 @@ from albert_jax import checkpoint, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
+from albert_jax.data import vocab as vocab_lib
 from albert_jax.errors import ConfigError
 
 
@@ -31,8 +32,8 @@ def evaluate_run(config, workdir, devices=None) -> dict:
   if restored is None:
     raise ConfigError(f'{workdir} holds no checkpoint to evaluate: train first (python -m albert_jax.train).')
   step, state, _ = restored
-  held_out = pipeline_lib.held_out_sets(config, pipeline_lib.load_tokenizer(config), jax.process_index(),
-                                        jax.process_count())
+  tokenizer = vocab_lib.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
+  held_out = pipeline_lib.held_out_sets(config, tokenizer, jax.process_index(), jax.process_count())
   result = {'step': step, 'sentence_task': config.data.sentence_task,
             **{k: int(v) if k.endswith('_count') else float(v)
                for k, v in step_lib.evaluate(program, state['params'], held_out, mesh,

@@ -24,7 +24,7 @@ from ml_collections import config_flags
 from albert_jax import checkpoint, interop, metrics, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
-from albert_jax.data import pipeline as pipeline_lib
+from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import Tokenizer
 from albert_jax.downstream import Task, builtin, glue, heads, race, squad
 from albert_jax.errors import ConfigError
@@ -56,7 +56,7 @@ def init_vocabulary(init: str, loaded: ml_collections.ConfigDict):
   export's data.vocab, or the spiece.model / 30k-clean.model that HF and the original releases ship beside it."""
   fmt = interop.detect_format(init)
   if fmt == 'workdir' and loaded.data.vocab == 'builtin':
-    return str(pipeline_lib.builtin_vocab_path(loaded.data.tfds_data_dir, loaded.model.vocab_size))
+    return str(vocab_lib.builtin_vocab_path(loaded.data.tfds_data_dir, loaded.model.vocab_size))
   if fmt in ('workdir', 'albert_jax'):
     return loaded.data.vocab
   path = paths.path(init)
@@ -68,10 +68,8 @@ def load_tokenizer(config, vocab, model_config: ModelConfig) -> Tokenizer:
   if path is None:
     raise ConfigError(f'no vocabulary came with config.init {config.init}: set --config.data.vocab to the '
                       f'SentencePiece .model it was pretrained with.')
-  if path == 'builtin':
-    config.data.vocab = 'builtin'
-    return pipeline_lib.load_tokenizer(config)  # trained on the built-in corpus on first use
-  return Tokenizer(path, vocab_size=model_config.vocab_size)  # a size that differs from the model's stops here
+  # The built-in vocabulary is trained on first use; a size that differs from the model's stops here.
+  return vocab_lib.load_tokenizer(path, model_config.vocab_size, config.data.tfds_data_dir)
 
 
 def place(tree, shardings):

@@ -566,7 +566,7 @@ def tokenizer_of(path, config: ml_collections.ConfigDict, vocab: Optional[str] =
   `vocab` if given, else the directory's spiece.model (HF's releases and our HF exports), else the run's
   data.vocab (ours; 'builtin' is made if missing), else the one *.model beside an original TF checkpoint; None
   where there is none."""
-  from albert_jax.data import pipeline
+  from albert_jax.data import vocab as vocab_lib
   from albert_jax.data.tokenizer import Tokenizer
   if vocab:
     return Tokenizer(vocab, vocab_size=config.model.vocab_size)
@@ -575,7 +575,7 @@ def tokenizer_of(path, config: ml_collections.ConfigDict, vocab: Optional[str] =
   if (folder / 'spiece.model').exists():
     return Tokenizer(folder / 'spiece.model', vocab_size=config.model.vocab_size)
   if config.data.get('vocab'):
-    return pipeline.load_tokenizer(config)
+    return vocab_lib.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.get('tfds_data_dir'))
   beside = sorted(folder.glob('*.model'))
   return Tokenizer(beside[0], vocab_size=config.model.vocab_size) if len(beside) == 1 else None
 

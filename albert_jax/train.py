@@ -21,6 +21,7 @@ from albert_jax import blimp, checkpoint, metrics, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
+from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
 from albert_jax.errors import ConfigError
 from albert_jax.summary import training_flops_per_sequence
@@ -77,7 +78,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   host, hosts = jax.process_index(), jax.process_count()
   # Host 0 speaks for all; on a pod its lines say so, as each worker's log file is read on its own.
   say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
-  tokenizer = pipeline_lib.load_tokenizer(config)  # a missing or mismatched vocabulary stops here
+  # A missing or mismatched vocabulary stops here.
+  tokenizer = vocab_lib.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
   if host == 0:
     (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2) + '\n')
     (workdir / 'run.json').write_text(json.dumps({

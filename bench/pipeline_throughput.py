@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / 'tests'))
 
 import original_reference  # noqa: E402
 from albert_jax.config import defaults  # noqa: E402
-from albert_jax.data import pipeline  # noqa: E402
+from albert_jax.data import pipeline, vocab  # noqa: E402
 from albert_jax.data.tokenizer import Tokenizer  # noqa: E402
 
 
@@ -91,7 +91,8 @@ def main():
     config.data.source, config.data.vocab = args.source, args.vocab
     config.model.vocab_size = Tokenizer(args.vocab).vocab_size
     opened = index(config)
-  tokenizer = pipeline.load_tokenizer(config)  # trains and caches the vocabulary on first use (not timed)
+  # Trains and caches the vocabulary on first use (not timed).
+  tokenizer = vocab.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
   if args.documents == 'long' and not args.source:
     import tempfile
     config.data.source = 'lines:' + long_documents_file(config, pathlib.Path(tempfile.mkdtemp()))

@@ -30,7 +30,6 @@ import subprocess
 import sys
 import time
 
-import ml_collections
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -38,7 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from albert_jax import finetune, paths, stats  # noqa: E402
 from albert_jax.config import from_file  # noqa: E402
-from albert_jax.data import pipeline  # noqa: E402
+from albert_jax.data import vocab  # noqa: E402
 from albert_jax.downstream import glue  # noqa: E402
 
 # Per task: the config file, the sequence length (SST-2's sentences are short: 64 keeps 99% whole), the schedule
@@ -65,7 +64,8 @@ class Bench:
     self.args, self.root = args, paths.path(args.workdir)
     pretrained = json.loads((paths.path(args.init) / 'config.json').read_text())
     # The checkpoint's vocabulary, as it was pretrained with ('builtin' included).
-    self.tokenizer = pipeline.load_tokenizer(ml_collections.ConfigDict(pretrained))
+    self.tokenizer = vocab.load_tokenizer(pretrained['data']['vocab'], pretrained['model']['vocab_size'],
+                                          pretrained['data'].get('tfds_data_dir'))
     self.inits = {'pretrained': [f'--config.init={args.init}'],
                   'random': ['--config.init=none', *finetune.random_init_flags(pretrained)]}
 

@@ -26,7 +26,7 @@ import numpy as np
 from albert_jax import interop, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate
-from albert_jax.data import pipeline
+from albert_jax.data import pipeline, vocab
 
 TARGET = 0.7  # ours reaches HF's final accuracy in at most this share of the time
 
@@ -194,7 +194,7 @@ def main():
   if args.eval_batches:
     config.train.eval_batches = args.eval_batches
   budget, threads = args.minutes * 60, os.cpu_count()
-  tokenizer = pipeline.load_tokenizer(config)
+  tokenizer = vocab.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
   opened = pipeline.open_sources(config)
   held_out = pipeline.held_out_sets(config, tokenizer, opened=opened)
   ours = Ours(config, held_out)

@@ -43,8 +43,8 @@ def tiny_config(tfds_dir):
 
 @pytest.fixture(scope='session')
 def builtin_tokenizer(tiny_config):
-  from albert_jax.data import pipeline
-  return pipeline.load_tokenizer(tiny_config)
+  from albert_jax.data import vocab
+  return vocab.load_tokenizer(tiny_config.data.vocab, tiny_config.model.vocab_size, tiny_config.data.tfds_data_dir)
 
 
 class GcsServer:

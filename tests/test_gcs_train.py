@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from albert_jax import paths
-from albert_jax.data import pipeline
+from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import Tokenizer
 from conftest import ROOT
 from test_train import read_scalars
@@ -56,7 +56,7 @@ def inputs(tiny_config, builtin_tokenizer, tmp_path_factory):
   (folder / 'corpus').mkdir()
   for part in range(2):
     (folder / 'corpus' / f'part-{part}.txt').write_text('\n\n'.join(d.replace('. ', '.\n') for d in docs[part::2]))
-  vocab = pipeline.builtin_vocab_path(tiny_config.data.tfds_data_dir, tiny_config.model.vocab_size)
+  vocab = vocab_lib.builtin_vocab_path(tiny_config.data.tfds_data_dir, tiny_config.model.vocab_size)
   (folder / 'vocab.model').write_bytes(vocab.read_bytes())
   return folder
 

@@ -17,7 +17,7 @@ from absl import flags
 from ml_collections import config_flags
 
 from albert_jax.config import run_cli
-from albert_jax.data import masking, pipeline
+from albert_jax.data import masking, pipeline, vocab
 from albert_jax.data.tokenizer import MASK
 
 def render(batch: dict, row: int, tokenizer) -> str:
@@ -83,7 +83,7 @@ def measure(data_pipeline, batches: int) -> dict:
 def main(argv):
   del argv
   config = _CONFIG.value
-  tokenizer = pipeline.load_tokenizer(config)
+  tokenizer = vocab.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
   data_pipeline = pipeline.Pipeline(config, tokenizer, split=_SPLIT.value, batch_size=_BATCH_SIZE.value,
                                     collect_stats=_STATS.value)
   if _STATS.value:

@@ -17,7 +17,6 @@ from typing import Optional
 
 import numpy as np
 
-from albert_jax import paths
 from albert_jax.data import instances as instances_lib
 from albert_jax.data import masking, sources
 from albert_jax.data.tokenizer import Tokenizer
@@ -380,28 +379,3 @@ def source_labels(config) -> list:
   labels = [spec.label for spec in sources.parse_specs(config.data.source)]
   return [f'{label}{labels[:i + 1].count(label)}' if labels.count(label) > 1 else label
           for i, label in enumerate(labels)]
-
-
-def builtin_vocab_path(data_dir: Optional[str], vocab_size: int) -> paths.Path:
-  return paths.path(sources.builtin_builder(data_dir).data_dir) / f'vocab-{vocab_size}.model'
-
-
-def load_tokenizer(config) -> Tokenizer:
-  """The configured vocabulary; data.vocab='builtin' trains (once, cached) one on the built-in corpus."""
-  if config.data.vocab == 'builtin':
-    from albert_jax.data import vocab
-    path = builtin_vocab_path(config.data.tfds_data_dir, config.model.vocab_size)
-    if not path.exists():
-      print(f'Training a {config.model.vocab_size}-piece SentencePiece vocabulary on the built-in corpus, once '
-            f'(seconds), into {path}', flush=True)
-      with paths.writable_locally(path.parent) as folder:
-        # Trained under a name of this process's own, then moved into place: several processes may do it at once.
-        own = os.path.join(folder, f'{path.stem}.{os.getpid()}')
-        vocab.train_on_source('builtin', config.model.vocab_size, own, config.data.tfds_data_dir)
-        for suffix in ('.vocab', '.model'):
-          os.replace(f'{own}{suffix}', os.path.join(folder, path.stem + suffix))
-    return Tokenizer(path, vocab_size=config.model.vocab_size)
-  if not config.data.vocab:
-    raise ConfigError('config.data.vocab is not set: give a SentencePiece .model file (train one with '
-                      'python -m albert_jax.data.vocab), or builtin for the built-in corpus.')
-  return Tokenizer(config.data.vocab, vocab_size=config.model.vocab_size)

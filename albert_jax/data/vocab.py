@@ -9,8 +9,10 @@ stripped, lowercased), so the vocabulary sees what the model will. At most --max
 shared among the sources by their @weights and sampled over the whole of each (`sentences`).
 """
 import itertools
+import os
 import resource
 import time
+from typing import Optional
 
 import numpy as np
 from absl import flags
@@ -18,6 +20,7 @@ from absl import flags
 from albert_jax import paths
 from albert_jax.config import run_cli
 from albert_jax.data import sources, tokenizer
+from albert_jax.errors import ConfigError
 
 
 SAMPLE_BLOCK = 64  # documents read together: the sample is spread over whole sources in blocks this size
@@ -81,6 +84,33 @@ def train_on_source(spec_text, vocab_size, output_prefix, data_dir=None, limit=1
   except RuntimeError as e:  # e.g. "Vocabulary size too high" for a small corpus
     raise tokenizer.VocabError(f'SentencePiece could not train {vocab_size} pieces on {spec_text}: {str(e).rstrip(".")}. '
                                f'Use a smaller --vocab_size or more text.') from e
+
+
+def builtin_vocab_path(data_dir: Optional[str], vocab_size: int) -> paths.Path:
+  """Where the built-in corpus's vocabulary of `vocab_size` pieces is cached: beside that corpus's TFDS data."""
+  return paths.path(sources.builtin_builder(data_dir).data_dir) / f'vocab-{vocab_size}.model'
+
+
+def load_tokenizer(vocab: Optional[str], vocab_size: int,
+                   data_dir: Optional[str] = None) -> tokenizer.Tokenizer:
+  """The vocabulary `vocab` (config.data.vocab) names, checked against the model's `vocab_size`: a SentencePiece
+  .model file, or 'builtin', trained on the built-in corpus on first use (seconds) and cached beside it."""
+  if vocab == 'builtin':
+    path = builtin_vocab_path(data_dir, vocab_size)
+    if not path.exists():
+      print(f'Training a {vocab_size}-piece SentencePiece vocabulary on the built-in corpus, once (seconds), into '
+            f'{path}', flush=True)
+      with paths.writable_locally(path.parent) as folder:
+        # Trained under a name of this process's own, then moved into place: several processes may do it at once.
+        own = os.path.join(folder, f'{path.stem}.{os.getpid()}')
+        train_on_source('builtin', vocab_size, own, data_dir)
+        for suffix in ('.vocab', '.model'):
+          os.replace(f'{own}{suffix}', os.path.join(folder, path.stem + suffix))
+    return tokenizer.Tokenizer(path, vocab_size=vocab_size)
+  if not vocab:
+    raise ConfigError('config.data.vocab is not set: give a SentencePiece .model file (train one with '
+                      'python -m albert_jax.data.vocab), or builtin for the built-in corpus.')
+  return tokenizer.Tokenizer(vocab, vocab_size=vocab_size)
 
 
 def main(argv):
