@@ -62,9 +62,9 @@ def defaults() -> ml_collections.ConfigDict:
   config.train.clip_norm = 1.0
   config.train.seed = 0  # parameter init and dropout
   config.train.log_every = 100
-  config.train.eval_every = steps // 25  # 5,000 of 125,000
+  config.train.eval_every = (steps + 24) // 25  # 5,000 of 125,000; at least 1 however short the run
   config.train.eval_batches = 20  # of train.batch_size held-out instances each
-  config.train.checkpoint_every = steps // 25
+  config.train.checkpoint_every = (steps + 24) // 25
   config.train.keep_checkpoints = 3  # the latest ones; the best by held-out MLM accuracy is kept as well
   config.train.fill_mask_text = ''  # printed at the end with fill_mask_word masked and the model's guess
   config.train.fill_mask_word = ''

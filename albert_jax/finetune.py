@@ -125,8 +125,8 @@ def random_init_flags(pretrained: dict) -> list:
 
 def majority_rates(features: dict) -> dict:
   """{dev split: the accuracy of always answering the most frequent training label}, the floor a classifier must
-  beat (SST-2: 0.509, where a run that learnt nothing lands); empty for tasks without class labels (regression,
-  spans)."""
+  beat (SST-2: 0.509, where a run that learnt nothing lands; a tie goes to the task's first label); empty for tasks
+  without class labels (regression, spans)."""
   train = features['train'].get('label_ids')
   if train is None or not np.issubdtype(train.dtype, np.integer) or not len(train):
     return {}

@@ -90,6 +90,8 @@ def test_a_num_steps_override_moves_the_schedule_that_follows_it():
   assert (paper.num_steps, paper.warmup_steps, paper.eval_every, paper.checkpoint_every) == (125_000, 3125, 5000, 5000)
   short = parsed('--config=configs/base.py', '--config.train.num_steps=1000', '--config.train.eval_every=100').train
   assert (short.warmup_steps, short.eval_every, short.checkpoint_every) == (25, 100, 40)
+  tiny_run = parsed('--config=configs/base.py', '--config.train.num_steps=10').train  # intervals stay at least 1
+  assert (tiny_run.warmup_steps, tiny_run.eval_every, tiny_run.checkpoint_every) == (0, 1, 1)
   assert parsed('--config=configs/tiny.py', '--config.train.num_steps=300').train.warmup_steps == 100
   # The recipe's fine-tuning: one override shortens it (it used to take four, and refused 200 below its warmup).
   recipe = parsed('--config=configs/finetune/wiki_books_cpu_hour.py:sst2', '--config.train.num_steps=200').train

@@ -51,6 +51,6 @@ def get_config(arg='sst2'):
   # Following num_steps (references): --config.train.num_steps=200 shortens the whole schedule.
   steps = config.train.get_ref('num_steps')
   config.train.warmup_steps = steps // 10
-  config.train.checkpoint_every = steps // 4
-  config.train.log_every = steps // 4
+  config.train.checkpoint_every = (steps + 3) // 4  # at least 1 however short the run
+  config.train.log_every = (steps + 3) // 4
   return config
