@@ -157,7 +157,7 @@ def test_training_stops_before_reading_data_when_the_step_does_not_fit(tiny_conf
 
   def out_of_memory(*args):
     raise step_lib.OutOfMemory('RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO '
-                          'temporaries (36.85G) exceeds available HBM (15.48G).')
+                               'temporaries (36.85G) exceeds available HBM (15.48G).')
 
   monkeypatch.setattr(step_lib, 'compile_train_step', out_of_memory)
   monkeypatch.setattr(train.pipeline_lib.Pipeline, 'next_batch', lambda self: pytest.fail('read data'))
