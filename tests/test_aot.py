@@ -132,19 +132,21 @@ def test_flops_and_step_time_estimate(tiny_config, tmp_path):
 
 
 def test_smallest_slice_is_where_halving_stops_fitting(tiny_config):
-  """64k sequences of the tiny model fit a v5e-8 as configured (8,192 per chip, 11.4 GiB). Halving, full remat
-  still fits 16,384 per chip; one chip cannot hold all 65,536 even so, so v5e-4 is the smallest, with the weakest
-  policy that fits there. (Three compiles that fit, a minute each here; those that do not fit fail in seconds.)"""
+  """80k sequences of the tiny model fit a v5e-8 as configured (10,240 per chip, about 14 GiB of 16). Halving, full
+  remat still fits 20,480 per chip, and no weaker policy does (save_dots_no_batch needs about 18 GiB); one chip
+  cannot hold all 81,920 even so, so v5e-4 with full remat is the smallest. The batch is chosen so that only two
+  compiles fit (1-2 minutes each here); those that do not fit fail in seconds."""
   config = tiny_config.copy_and_resolve_references()
-  config.train.batch_size = 65536
+  config.train.batch_size = 81920
   topo = aot.topology('v5e-8')
   out = aot.report(config, topo, mfu=0.4, smallest=True)
   assert out['first'].fits and out['first'].remat == 'none'
   smallest, found, seconds = out['smallest']
-  assert smallest.name == 'v5e-4' and found.fits and found.peak <= smallest.hbm_bytes and found.per_shard == 16384
-  assert 'smallest v5e slice that fits batch 65536: v5e-4' in out['text']
-  weaker = aot.REMAT_BY_MEMORY[aot.REMAT_BY_MEMORY.index(found.remat) - 1]  # the next weaker policy: too much
-  assert found.remat != 'none' and not aot.check(aot.with_overrides(config, 65536, weaker), smallest).fits
+  assert smallest.name == 'v5e-4' and found.fits and found.peak <= smallest.hbm_bytes and found.per_shard == 20480
+  assert 'smallest v5e slice that fits batch 81920: v5e-4' in out['text']
+  assert found.remat == 'full'  # every weaker policy was tried there and failed; the next weaker one again:
+  weaker = aot.REMAT_BY_MEMORY[aot.REMAT_BY_MEMORY.index(found.remat) - 1]
+  assert not aot.check(aot.with_overrides(config, 81920, weaker), smallest).fits
   assert math.isclose(seconds, out['step_seconds'] * 2)  # half the chips
   row = aot.markdown_row('tiny', topo, out, smallest=True)
   assert row.endswith(f'| v5e-4: remat={found.remat}, {aot.gib(found.peak)}, '

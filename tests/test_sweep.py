@@ -64,16 +64,18 @@ def test_real_text_table6_fine_tunes_on_the_shared_glue_folders():
 
 
 def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, tmp_path, tmp_path_factory):
+  """Two runs (each a training, an evaluation and a fine-tuning process): one without a sentence task, one with NSP,
+  the task every other test leaves aside (SOP is the default there); the follow-up evaluation reads NSP pairs."""
   spec = tmp_path / 'spec.py'
   finetune = (f'configs/finetune/builtin.py --config.data.tfds_data_dir={tiny_config.data.tfds_data_dir} '
               '--config.train.num_steps=4 --config.train.warmup_steps=1 --config.train.checkpoint_every=2 '
               '--config.train.batch_size=8')
-  spec.write_text("CONFIG = 'configs/tiny.py'\nSWEEP = {'data.sentence_task': ['none', 'nsp', 'sop']}\n"
-                  f"EVALUATE = [{{'data.sentence_task': 'sop'}}]\nFINETUNE = [{finetune!r}]\n")
+  spec.write_text("CONFIG = 'configs/tiny.py'\nSWEEP = {'data.sentence_task': ['none', 'nsp']}\n"
+                  f"EVALUATE = [{{'data.sentence_task': 'nsp'}}]\nFINETUNE = [{finetune!r}]\n")
   root = tmp_path / 'runs'
   sweep.main([f'--sweep={spec}', f'--workdir={root}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
               *SHRINK])
-  for task in ('none', 'nsp', 'sop'):
+  for task in ('none', 'nsp'):
     result = json.loads((root / f'sentence_task={task}' / 'result.json').read_text())
     assert result['step'] == 3
     # The console names the sentence task the run trains (an NSP run's accuracy is not SOP's); a run without one
@@ -86,35 +88,35 @@ def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, 
     held_out = [line for line in log.splitlines() if ' held-out: ' in line]
     assert held_out and all(('sop_accuracy' in line) == (task != 'none') for line in held_out), held_out
     assert ('eval_sop_accuracy' in result) == (task != 'none')
-    evaluated = json.loads((root / f'sentence_task={task}' / 'eval-sop.json').read_text())
+    evaluated = json.loads((root / f'sentence_task={task}' / 'eval-nsp.json').read_text())
     assert evaluated['step'] == 3
-    if task == 'sop':  # the same checkpoint on the same held-out batches: the training run's own final figures
+    if task == 'nsp':  # the same checkpoint on the same held-out batches: the training run's own final figures
       assert evaluated['eval_mlm_accuracy'] == pytest.approx(result['eval_mlm_accuracy'], abs=1e-6)
       assert evaluated['eval_sop_accuracy'] == pytest.approx(result['eval_sop_accuracy'], abs=1e-6)
   none = json.loads((root / 'sentence_task=none' / 'result.json').read_text())
   table = (root / 'report.md').read_text().splitlines()
   assert table[0] == ('| run | eval_mlm_accuracy | eval_sop_accuracy | eval_swap_accuracy | eval_random_accuracy '
-                      '| eval_mlm_loss | sop_accuracy | sop_mlm_accuracy | finetune_builtin | finetune_average |')
+                      '| eval_mlm_loss | nsp_accuracy | nsp_mlm_accuracy | finetune_builtin | finetune_average |')
   assert table[2].startswith(f'| sentence_task=none | {none["eval_mlm_accuracy"]:.4f} | n/a | '), table[2]
-  assert table[4].startswith('| sentence_task=sop | ' + f'{result["eval_mlm_accuracy"]:.4f} | '
+  assert table[3].startswith('| sentence_task=nsp | ' + f'{result["eval_mlm_accuracy"]:.4f} | '
                              f'{result["eval_sop_accuracy"]:.4f} (majority {result["eval_sop_majority"]:.3f}) | '
                              f'{result["eval_swap_accuracy"]:.4f} (majority 0.500) |')
-  # A loss has no majority rate; the follow-up evaluation's MLM is the sop run's own (same held-out instances).
+  # A loss has no majority rate; the follow-up evaluation's MLM is the nsp run's own (same held-out instances).
   assert f'| {result["eval_mlm_loss"]:.4f} | {result["eval_sop_accuracy"]:.4f} (majority ' \
-         f'{result["eval_sop_majority"]:.3f}) | {result["eval_mlm_accuracy"]:.4f} |' in table[4], table[4]
+         f'{result["eval_sop_majority"]:.3f}) | {result["eval_mlm_accuracy"]:.4f} |' in table[3], table[3]
   # The fine-tuning follow-up: the best dev accuracy of the built-in task, from the run's own checkpoint.
-  finetuned = json.loads((root / 'sentence_task=sop' / 'finetune-builtin' / 'result.json').read_text())
+  finetuned = json.loads((root / 'sentence_task=nsp' / 'finetune-builtin' / 'result.json').read_text())
   assert finetuned['metric'] == 'eval_accuracy' and finetuned['score'] == finetuned['eval_accuracy']
-  assert table[4].endswith(f'| {finetuned["score"]:.4f} | {finetuned["score"]:.4f} |'), table[4]
+  assert table[3].endswith(f'| {finetuned["score"]:.4f} | {finetuned["score"]:.4f} |'), table[3]
   assert (root / 'report.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   # Run again: finished runs are not repeated; one without a result.json (as after SIGTERM) is resumed, here from
   # its last checkpoint, and reports the same figures.
-  before = (root / 'sentence_task=nsp' / 'result.json').stat().st_mtime
-  (root / 'sentence_task=sop' / 'result.json').unlink()
+  before = (root / 'sentence_task=none' / 'result.json').stat().st_mtime
+  (root / 'sentence_task=nsp' / 'result.json').unlink()
   sweep.main([f'--sweep={spec}', f'--workdir={root}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
               *SHRINK])
-  assert (root / 'sentence_task=nsp' / 'result.json').stat().st_mtime == before
-  assert json.loads((root / 'sentence_task=sop' / 'result.json').read_text()) == result
+  assert (root / 'sentence_task=none' / 'result.json').stat().st_mtime == before
+  assert json.loads((root / 'sentence_task=nsp' / 'result.json').read_text()) == result
 
 
 def test_tpu_target_dry_run_starts_each_run_on_the_pod(capsys):
