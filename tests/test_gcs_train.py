@@ -10,14 +10,16 @@ import subprocess
 import sys
 import time
 
+import jax
 import numpy as np
 import pytest
 
-from albert_jax import paths
+from albert_jax import paths, train
+from albert_jax.data import pipeline
 from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import Tokenizer
 from conftest import ROOT
-from test_train import read_scalars
+from test_train import read_scalars, small
 
 STEPS = 60
 
@@ -132,6 +134,36 @@ def test_pod_command_in_a_bucket_killed_damaged_and_resumed_equals_the_local_run
   assert not [p for p in tmp_path.rglob('gs:*')] and not (ROOT / 'gs:').exists()
 
 
+HostPipeline = pipeline.Pipeline  # the real one, kept before a test replaces it in train
+
+
+class TwoHostData:
+  """What the two hosts read together: host 0's batch followed by host 1's, as the global batch is assembled."""
+
+  def __init__(self, config, tokenizer, split='train', host=0, host_count=1, sentence_task=None, workers=0,
+               opened=None):
+    assert host_count == 1
+    self.hosts = [HostPipeline(config, tokenizer, split, h, 2, sentence_task=sentence_task, workers=workers,
+                               opened=opened) for h in range(2)]
+
+  def next_batch(self):
+    return self.join([p.next_batch() for p in self.hosts])
+
+  def one_pass(self, max_batches, stream=None):
+    return [self.join(parts) for parts in zip(*(p.one_pass(max_batches, stream) for p in self.hosts))]
+
+  @staticmethod
+  def join(parts):
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+
+  def state(self):
+    return self.hosts[0].state()
+
+  def close(self):
+    for p in self.hosts:
+      p.close()
+
+
 def two_hosts(tiny_config, workdirs, *extra, cwd):
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
@@ -142,20 +174,34 @@ def two_hosts(tiny_config, workdirs, *extra, cwd):
   return [(host, *host.communicate(timeout=600)) for host in hosts]
 
 
-def test_two_hosts_share_a_workdir_in_a_bucket_and_resume(inputs, tiny_config, bucket, tmp_path):
+def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume(inputs, tiny_config, bucket, tmp_path,
+                                                                                monkeypatch):
+  """Two processes as two hosts of a pod, one workdir in a bucket: host 0 reports and writes each checkpoint once,
+  with both hosts' data positions; the losses equal one device's reading both hosts' shards (which shows that each
+  host read its own); a second launch resumes."""
   workdir = f'{bucket}/runs/pod'
   args = [*in_bucket(inputs, bucket), '--config.train.checkpoint_every=3']
   for steps, resumed in ((6, False), (9, True)):
     ran = two_hosts(tiny_config, [workdir, workdir], f'--config.train.num_steps={steps}', *args, cwd=tmp_path)
     for host, out, err in ran:
       assert host.returncode == 0, err[-3000:]
-    assert f'[host 0/2] step {steps}/{steps}' in ran[0][1]
+    assert "mesh {'data': 4, 'fsdp': 1, 'model': 1}, 2 host(s)" in ran[0][1]
+    assert f'[host 0/2] step {steps}/{steps}' in ran[0][1] and f'step {steps}/{steps}' not in ran[1][1]
     assert ('resumed from step 6' in ran[0][1]) == resumed
+    if not resumed:  # the first launch's trajectory, before the second adds to it
+      pod = scalars_in(workdir, tmp_path / 'read-back')['loss']
   checkpoints = sorted(int(p.name) for p in paths.path(f'{workdir}/checkpoints').iterdir() if p.name.isdigit())
   assert checkpoints == [3, 6, 9]
   data_state = json.loads(paths.path(f'{workdir}/checkpoints/9/data/metadata').read_text())
   assert [h['host'] for h in data_state['hosts']] == [0, 1] and all(h['step'] == 9 for h in data_state['hosts'])
   assert not [p for p in paths.files_under(workdir) if '.host0-marker' in p]  # the check leaves nothing behind
+
+  monkeypatch.setattr(train.pipeline_lib, 'Pipeline', TwoHostData)
+  config = small(tiny_config, warmup_steps=5, eval_every=1000, checkpoint_every=1000)
+  config.data.update(vocab=str(inputs / 'vocab.model'), source=f'lines:{inputs}/corpus/*.txt')
+  train.train_and_evaluate(config, tmp_path / 'one', devices=jax.devices()[:1])
+  one = read_scalars(tmp_path / 'one')['loss']
+  np.testing.assert_allclose([pod[s] for s in range(1, 7)], [one[s] for s in range(1, 7)], rtol=2e-5)
 
 
 def test_hosts_that_do_not_share_the_workdir_all_stop_before_compiling(tiny_config, builtin_tokenizer, tmp_path):

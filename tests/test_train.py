@@ -5,7 +5,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -228,63 +227,6 @@ def test_interrupted_run_resumes_identically(how, uninterrupted, tiny_config, tm
   assert resumed.returncode == 0, err[-3000:]
   assert 'resumed from step' in out
   np.testing.assert_array_equal(losses(tmp_path, range(1, 61)), uninterrupted)
-
-
-# --- two processes on one machine, as two hosts of a pod -----------------------------------------------------------
-
-HostPipeline = pipeline.Pipeline  # the real one, kept before the test below replaces it in train
-
-
-class TwoHostData:
-  """What the two hosts read together: host 0's batch followed by host 1's, as the global batch is assembled."""
-
-  def __init__(self, config, tokenizer, split='train', host=0, host_count=1, sentence_task=None, workers=0,
-               opened=None):
-    assert host_count == 1
-    self.hosts = [HostPipeline(config, tokenizer, split, h, 2, sentence_task=sentence_task, workers=workers,
-                               opened=opened) for h in range(2)]
-
-  def next_batch(self):
-    return self.join([p.next_batch() for p in self.hosts])
-
-  def one_pass(self, max_batches, stream=None):
-    return [self.join(parts) for parts in zip(*(p.one_pass(max_batches, stream) for p in self.hosts))]
-
-  @staticmethod
-  def join(parts):
-    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
-
-  def state(self):
-    return self.hosts[0].state()
-
-  def close(self):
-    for p in self.hosts:
-      p.close()
-
-
-def test_two_processes_equal_one_device_reading_both_hosts_data(tiny_config, tmp_path, monkeypatch):
-  with socket.socket() as s:
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-  extra = ['--config.train.num_steps=6', '--config.train.checkpoint_every=3', '--distributed',
-           f'--coordinator_address=127.0.0.1:{port}', '--num_processes=2']
-  workers = [run_cli(tiny_config, tmp_path / 'pod', *extra, f'--process_id={i}') for i in range(2)]
-  outputs = [w.communicate(timeout=600) for w in workers]
-  for w, (out, err) in zip(workers, outputs):
-    assert w.returncode == 0, err[-3000:]
-  assert "mesh {'data': 4, 'fsdp': 1, 'model': 1}, 2 host(s)" in outputs[0][0]
-  assert '[host 0/2] step 6/6' in outputs[0][0] and 'step 6/6' not in outputs[1][0]  # host 0 reports, saying so
-
-  # Written once, by host 0, with both hosts' data positions.
-  assert sorted(p.name for p in (tmp_path / 'pod' / 'checkpoints').iterdir() if p.name.isdigit()) == ['3', '6']
-  data_state = json.loads((tmp_path / 'pod' / 'checkpoints' / '6' / 'data' / 'metadata').read_text())
-  assert [h['host'] for h in data_state['hosts']] == [0, 1] and all(h['step'] == 6 for h in data_state['hosts'])
-
-  # Equal losses also show that each host read its own shard: the reference reads both shards.
-  monkeypatch.setattr(train.pipeline_lib, 'Pipeline', TwoHostData)
-  config = small(tiny_config, warmup_steps=5, eval_every=1000, checkpoint_every=1000)
-  train.train_and_evaluate(config, tmp_path / 'one', devices=jax.devices()[:1])
-  np.testing.assert_allclose(losses(tmp_path / 'pod', range(1, 7)), losses(tmp_path / 'one', range(1, 7)), rtol=2e-5)
 
 
 def test_held_out_sets_are_evaluated_whole_and_padding_rows_do_not_count(tiny_config, builtin_tokenizer):
