@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from albert_jax import finetune, paths, stats  # noqa: E402
 from albert_jax.config import from_file  # noqa: E402
 from albert_jax.data import vocab  # noqa: E402
-from albert_jax.downstream import glue  # noqa: E402
+from albert_jax.downstream import classification  # noqa: E402
 
 # Per task: the config file, the sequence length (SST-2's sentences are short: 64 keeps 99% whole), the schedule
 # lengths of the grid, and the metrics reported (the first picks settings and checkpoints, as the config does).
@@ -132,7 +132,7 @@ def metric(name: str, predicted: np.ndarray, gold: np.ndarray) -> float:
   """GLUE's metric of label names '0' and '1' (their indices: F1 of the positive class 1)."""
   if name == 'accuracy':
     return float(np.mean(predicted == gold))
-  return glue.f1(predicted.astype(int), gold.astype(int))
+  return classification.f1(predicted.astype(int), gold.astype(int))
 
 
 def paired(name: str, pretrained: list, random: list, gold: np.ndarray, seed: int = 0) -> dict:

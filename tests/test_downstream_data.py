@@ -10,7 +10,7 @@ import tensorflow_datasets as tfds
 
 from albert_jax import finetune
 from albert_jax.config import finetune_defaults, from_file
-from albert_jax.downstream import builtin, glue, race
+from albert_jax.downstream import builtin, classification, glue, race
 from albert_jax.downstream import DataError, Task
 from conftest import ROOT
 
@@ -21,19 +21,19 @@ def test_f1_and_matthews_on_hand_worked_cases():
   gold = np.array([1, 1, 1, 0, 0, 0, 0, 1])
   predicted = np.array([1, 1, 0, 0, 0, 1, 0, 1])
   # tp 3, fp 1, fn 1, tn 3: F1 = 6 / 8; MCC = (9 - 1) / sqrt(4 * 4 * 4 * 4) = 0.5
-  assert glue.f1(predicted, gold) == pytest.approx(0.75)
-  assert glue.matthews(predicted, gold) == pytest.approx(0.5)
-  assert glue.matthews(np.ones(4, int), np.array([1, 0, 1, 0])) == 0.0  # an empty marginal: sklearn gives 0
-  assert glue.f1(np.zeros(4, int), np.array([1, 0, 1, 0])) == 0.0
+  assert classification.f1(predicted, gold) == pytest.approx(0.75)
+  assert classification.matthews(predicted, gold) == pytest.approx(0.5)
+  assert classification.matthews(np.ones(4, int), np.array([1, 0, 1, 0])) == 0.0  # an empty marginal: sklearn gives 0
+  assert classification.f1(np.zeros(4, int), np.array([1, 0, 1, 0])) == 0.0
 
 
 def test_correlations_equal_scipy_with_ties():
   rng = np.random.default_rng(0)
   x = rng.integers(0, 6, 200).astype(float)  # many ties
   y = x + rng.normal(0, 2, 200)
-  assert glue.pearson(x, y) == pytest.approx(scipy.stats.pearsonr(x, y)[0], abs=1e-12)
-  assert glue.spearman(x, y) == pytest.approx(scipy.stats.spearmanr(x, y)[0], abs=1e-12)
-  assert glue.spearman(y, np.round(y)) == pytest.approx(scipy.stats.spearmanr(y, np.round(y))[0], abs=1e-12)
+  assert classification.pearson(x, y) == pytest.approx(scipy.stats.pearsonr(x, y)[0], abs=1e-12)
+  assert classification.spearman(x, y) == pytest.approx(scipy.stats.spearmanr(x, y)[0], abs=1e-12)
+  assert classification.spearman(y, np.round(y)) == pytest.approx(scipy.stats.spearmanr(y, np.round(y))[0], abs=1e-12)
 
 
 def config_for(name, data, **task):
@@ -54,7 +54,7 @@ def test_scores_carry_counts_and_the_task_metrics():
                     'eval_f1_count': 4, 'eval_accuracy_f1': pytest.approx(0.775), 'eval_accuracy_f1_count': 4}
   stsb = glue.GlueTask(config_for('stsb', 'tfds'))
   files = stsb.prediction_files({'logits': np.array([[6.2], [-1.0], [2.5]])},
-                                [glue.Example(str(i), 'a') for i in range(3)], 'test', 'STS-B.tsv')
+                                [classification.Example(str(i), 'a') for i in range(3)], 'test', 'STS-B.tsv')
   assert files == {'STS-B.tsv': 'index\tprediction\n0\t5.000\n1\t0.000\n2\t2.500\n'}  # clipped to GLUE's 0..5
 
 
@@ -123,7 +123,7 @@ def test_glue_file_errors_name_the_file_line_and_fix(tmp_path):
 
 def test_pairs_are_cut_from_the_longer_side(builtin_tokenizer):
   a, b = 'one two three four five six seven eight nine ten eleven twelve', 'the file'
-  ids, segments = glue.encode(builtin_tokenizer, a, b, 12)
+  ids, segments = classification.encode(builtin_tokenizer, a, b, 12)
   b_ids = list(builtin_tokenizer.encode([b])[0])
   assert len(b_ids) < 12 // 2 - 1
   assert len(ids) == 12 and ids[-len(b_ids) - 1:-1] == b_ids  # the short side kept whole

@@ -10,7 +10,7 @@ import numpy as np
 
 from albert_jax.data import pipeline, sources
 from albert_jax.downstream import DataError
-from albert_jax.downstream.glue import ClassificationTask, Example
+from albert_jax.downstream.classification import ClassificationTask, Example
 
 MIN_WORDS = 5  # shorter sentences have too few places to swap, and are mostly headings
 

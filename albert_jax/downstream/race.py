@@ -15,7 +15,7 @@ from albert_jax import paths
 from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
 from albert_jax.downstream import DataError
-from albert_jax.downstream.glue import ClassificationTask
+from albert_jax.downstream.classification import ClassificationTask
 
 LEVELS = ('middle', 'high')
 CHOICES = 'ABCD'
