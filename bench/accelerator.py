@@ -10,7 +10,7 @@ one-device mesh, compiled by step_lib.compile_train_step; LAMB as configured; bf
 an accelerator), HF's is AlbertForPreTraining (ALBERT configs) or BertForPreTraining (BERT configs: no sharing) with
 SDPA attention, AdamW (fused on CUDA), bfloat16 autocast on CUDA and torch.compile where it works, on the same
 device. Both train on the same batch (the config's masked positions per sequence), their steps alternating in
-blocks in this one process (train_throughput.time_interleaved).
+blocks in this one process (shared.time_interleaved), the machine's load recorded beside each row.
 
 No dropout on either side (hidden and attention dropout 0, the BERT configs' 0.1 included): the released ALBERT v2
 uses none, dropout costs both frameworks the same elementwise work, and cuDNN's fused attention has none.
@@ -45,7 +45,6 @@ import gc  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import statistics  # noqa: E402
-import time  # noqa: E402
 from typing import Callable, Optional  # noqa: E402
 
 import flax.linen as nn  # noqa: E402
@@ -61,7 +60,8 @@ from albert_jax.config import from_file, validate  # noqa: E402
 from albert_jax.errors import ConfigError  # noqa: E402
 from albert_jax.model import ModelConfig  # noqa: E402
 from albert_jax.summary import training_flops_per_sequence  # noqa: E402
-from train_throughput import make_batch, time_interleaved  # noqa: E402
+from shared import (hf_mlm_labels, jax_matmul_flops, random_batch, time_interleaved, torch_matmul_flops,  # noqa: E402
+                    train_py_step)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Table 3 of the paper: training throughput relative to BERT-xlarge, sequences of 512.
@@ -155,28 +155,6 @@ def our_shape(config, platform: str) -> ModelConfig:
   return shape
 
 
-def ours(program: step_lib.Program, batch: dict, mesh) -> tuple:
-  """(step(), XLA's peak bytes for the compiled step or None on a CPU): train.py's program, compiled as it does
-  for this batch's shape, on a new state."""
-  (batch_size, seq_len), predictions = batch['input_ids'].shape, batch['masked_lm_ids'].shape[1]
-  train_step = step_lib.compile_train_step(program, program.abstract_state(),
-                                      program.abstract_batch(batch_size, seq_len, predictions), mesh)
-  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-    state = [program.new_state(jax.random.key(0))]
-    device_batch = sharding.global_batch(batch, mesh)
-
-  def step():
-    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-      state[0], _ = train_step(state[0], device_batch)
-    jax.block_until_ready(state[0])
-
-  # XLA:CPU's memory analysis undercounts (train.py); on a GPU it is the step's own need. JAX's allocator keeps one
-  # peak for the whole process, which the batch search's failed trials have already pushed to the share.
-  cpu = mesh.devices.flat[0].platform == 'cpu'
-  peak = None if cpu else getattr(train_step.memory_analysis(), 'peak_memory_in_bytes', None)
-  return step, peak
-
-
 def hf_model(shape: ModelConfig):
   import transformers
   common = dict(vocab_size=shape.vocab_size, hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
@@ -204,8 +182,7 @@ class HuggingFace:
   def step(self, batch: dict, compile_it: bool) -> tuple:
     """(step() on `batch`, how it runs: 'torch.compile', 'eager', or 'eager (torch.compile failed: ...)')."""
     import torch
-    labels = np.full(batch['input_ids'].shape, -100, np.int64)  # -100: no MLM loss there
-    np.put_along_axis(labels, batch['masked_lm_positions'], batch['masked_lm_ids'], axis=1)
+    labels = hf_mlm_labels(batch)
     tensor = lambda x: torch.as_tensor(x, dtype=torch.long, device=self.device)
     inputs = {'input_ids': tensor(batch['input_ids']), 'token_type_ids': tensor(batch['segment_ids']),
               'attention_mask': tensor(batch['input_mask']), 'labels': tensor(labels),
@@ -269,13 +246,13 @@ def trial(programs: dict, hf: HuggingFace, seq_len: int, predictions: int, vocab
   """fits(batch): one step of HF's and of ours with each attention. HF's is eager, which keeps at least what its
   compiled step does (where the compiled one does not fit after all, HF runs eagerly and its mode says so)."""
   def fits(batch_size: int) -> bool:
-    batch = make_batch(batch_size, seq_len, predictions, vocab)
+    batch = random_batch(batch_size, seq_len, predictions, vocab)
     failed = None
     try:
       hf.step(batch, compile_it=False)[0]()
       release()
       for program in programs.values():
-        ours(program, batch, mesh)[0]()
+        train_py_step(program, batch, mesh)[0]()
         release()
     except Exception as e:  # pylint: disable=broad-except
       if not out_of_memory(e):
@@ -323,7 +300,7 @@ def measure(name: str, config, args, env: dict, save: Callable[[list], None]) ->
         rows += [{'config': name, 'seq_len': seq_len, 'attention': a, 'skipped': 'batch 1 does not fit'}
                  for a in programs]
         continue
-    batch = make_batch(batch_size, seq_len, predictions, hf_shape.vocab_size)
+    batch = random_batch(batch_size, seq_len, predictions, hf_shape.vocab_size)
     flops = training_flops_per_sequence(hf_shape, seq_len, predictions) * batch_size
     hf_step, hf_mode = hf.step(batch, env['torch_compile'])
     say(f'  at {seq_len}: batch {batch_size}; HF runs {hf_mode}')
@@ -350,10 +327,10 @@ def time_row(row: dict, program: step_lib.Program, batch: dict, hf_step, hf_mode
   batch_size, seq_len = batch['input_ids'].shape
   failed = None
   try:
-    our_step, our_peak = ours(program, batch, env['mesh'])
+    our_step, our_peak = train_py_step(program, batch, env['mesh'])
     if cuda:
       torch.cuda.reset_peak_memory_stats()
-    seconds = time_interleaved({'ours': our_step, 'hf': hf_step}, args.rounds, args.steps)
+    seconds, load = time_interleaved({'ours': our_step, 'hf': hf_step}, args.rounds, args.steps)
   except Exception as e:  # pylint: disable=broad-except
     if not out_of_memory(e):
       raise
@@ -367,7 +344,7 @@ def time_row(row: dict, program: step_lib.Program, batch: dict, hf_step, hf_mode
   row['ours'] = figures(seconds['ours'], batch_size, seq_len, flops, env['peak'], env['matmul']['jax'], our_peak)
   row['hf'] = {**figures(seconds['hf'], batch_size, seq_len, flops, env['peak'], env['matmul']['torch'], hf_peak),
                'mode': hf_mode}
-  row['ratio'] = seconds['hf'] / seconds['ours']
+  row['ratio'], row['load'] = seconds['hf'] / seconds['ours'], load
   say(f'    {row["attention"]}: ours {seconds["ours"]:.4f} s/step, HF {seconds["hf"]:.4f} s/step: '
       f'{row["ratio"]:.2f}x')
   missed = [t for t in targets([row], args.suite, args.seq_lens[0]) if t['met'] is False]
@@ -430,30 +407,6 @@ def profile_line(p: dict) -> str:
   return f'{p["events"]} busy {percent(p["busy_of_step"])} of the step; top: {top}'
 
 
-def jax_matmul_flops(size: int, dtype: str, repeats: int) -> float:
-  x = jax.random.normal(jax.random.key(0), (size, size), dtype)
-  matmul = jax.jit(lambda a: a @ a)
-  matmul(x).block_until_ready()
-  start = time.perf_counter()
-  for _ in range(repeats):
-    y = matmul(x)
-  y.block_until_ready()  # one stream: the last one done means all are
-  return 2 * size ** 3 * repeats / (time.perf_counter() - start)
-
-
-def torch_matmul_flops(size: int, dtype: str, repeats: int, device) -> float:
-  import torch
-  x = torch.randn(size, size, device=device).to(getattr(torch, dtype))
-  sync = torch.cuda.synchronize if device.type == 'cuda' else lambda: None
-  torch.mm(x, x)
-  sync()
-  start = time.perf_counter()
-  for _ in range(repeats):
-    torch.mm(x, x)
-  sync()
-  return 2 * size ** 3 * repeats / (time.perf_counter() - start)
-
-
 def speedups(rows: list, suite: Suite, seq_len: int) -> Optional[dict]:
   """Sequences/s of each config relative to the reference config's, ours per attention and HF's (the median of its
   measurements at this config), beside the paper's."""
@@ -498,9 +451,9 @@ def targets(rows: list, suite: Suite, seq_len: int) -> list:
 
 
 def padded_batch(batch_size: int, seq_len: int, predictions: int, vocab: int) -> dict:
-  """make_batch's batch with rows from a quarter (or room for the masked positions) to all of seq_len long, right
+  """random_batch's batch with rows from a quarter (or room for the masked positions) to all of seq_len long, right
   padded as the pipeline pads, each with its two segments and its masked positions inside its length."""
-  batch = make_batch(batch_size, seq_len, predictions, vocab)
+  batch = random_batch(batch_size, seq_len, predictions, vocab)
   rng = np.random.default_rng(1)
   for row, length in enumerate(np.linspace(max(seq_len // 4, predictions + 2), seq_len, batch_size).astype(int)):
     for name in ('input_ids', 'input_mask', 'segment_ids'):

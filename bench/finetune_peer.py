@@ -30,14 +30,14 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
 from albert_jax import finetune, interop, paths, stats  # noqa: E402
-from pretrained_vs_random import TASKS, task_config  # noqa: E402
+from shared import GLUE_TASKS, glue_task_config, tensorboard_scalars  # noqa: E402
 
 WINDOW = 10  # steps per throughput window
 BATCH = 32
 
 
 def peer_config(args, seed: int):
-  config = task_config(args.task, args.glue)
+  config = glue_task_config(args.task, args.glue)
   config.init = args.init
   config.train.update(learning_rate=args.learning_rate, num_steps=args.steps, warmup_steps=args.steps // 10,
                       checkpoint_every=args.steps // 4, log_every=WINDOW, seed=seed, batch_size=BATCH,
@@ -46,17 +46,11 @@ def peer_config(args, seed: int):
 
 
 def run_ours(config, workdir: paths.Path) -> dict:
-  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
   if not (workdir / 'result.json').exists():
     finetune.finetune_and_evaluate(config, str(workdir))
   result = json.loads((workdir / 'result.json').read_text())
   lines = (workdir / 'predictions' / 'dev.tsv').read_text().splitlines()[1:]
-  rates = []
-  for path in sorted((workdir / 'tensorboard').glob('events.out.tfevents.*')):  # a resumed run writes one more
-    events = EventAccumulator(str(path), size_guidance={'scalars': 0})
-    events.Reload()
-    rates += [e.value for e in events.Scalars('examples_per_sec')] if 'examples_per_sec' in events.Tags()['scalars'] \
-        else []
+  rates = [value for _, _, value in tensorboard_scalars(workdir)[1].get('examples_per_sec', [])]
   return {'accuracy': result['eval_accuracy'], 'best_step': result['best_step'],
           'predicted': np.array([int(line.split('\t')[1]) for line in lines]),
           'examples_per_sec': float(np.median(rates))}
@@ -125,7 +119,7 @@ def main(argv=None) -> dict:
   parser = argparse.ArgumentParser(prog='python bench/finetune_peer.py', description=__doc__.split('\n')[0])
   parser.add_argument('--init', required=True, help='a pretraining workdir (its best checkpoint) or any init')
   parser.add_argument('--glue', required=True, help='the GLUE folder (holding SST-2/ or MRPC/)')
-  parser.add_argument('--task', default='sst2', choices=sorted(TASKS))
+  parser.add_argument('--task', default='sst2', choices=sorted(GLUE_TASKS))
   parser.add_argument('--learning_rate', type=float, default=3e-4)
   parser.add_argument('--steps', type=int, default=1000)
   parser.add_argument('--seeds', type=int, default=1)

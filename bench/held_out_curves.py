@@ -13,24 +13,15 @@ import argparse
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
-
 from albert_jax import paths  # noqa: E402
+from shared import tensorboard_scalars  # noqa: E402
 
 
 def read_run(workdir: str) -> dict:
-  """{tag: [(minutes since the start, step, value)]} for the held-out accuracies of a run (all its event files:
-  a resumed run writes one more)."""
-  series, start = {}, None
-  for path in sorted((paths.path(workdir) / 'tensorboard').glob('events.out.tfevents.*')):
-    events = EventAccumulator(str(path), size_guidance={'scalars': 0})
-    events.Reload()
-    first = events.FirstEventTimestamp()
-    start = first if start is None else min(start, first)
-    for tag in events.Tags()['scalars']:
-      if tag.startswith('eval_') and tag.endswith('accuracy'):
-        series.setdefault(tag, []).extend((e.wall_time, e.step, e.value) for e in events.Scalars(tag))
-  return {tag: sorted(((t - start) / 60, step, value) for t, step, value in points) for tag, points in series.items()}
+  """{tag: [(minutes since the start, step, value)]} for the held-out accuracies of a run."""
+  start, series = tensorboard_scalars(workdir)
+  return {tag: sorted(((t - start) / 60, step, value) for t, step, value in points) for tag, points in series.items()
+          if tag.startswith('eval_') and tag.endswith('accuracy')}
 
 
 def label(tag: str) -> str:

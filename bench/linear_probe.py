@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
 from albert_jax import finetune, interop, model as model_lib  # noqa: E402
-from pretrained_vs_random import task_config  # noqa: E402
+from shared import glue_task_config  # noqa: E402
 
 PENALTIES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 BATCH = 256
@@ -98,7 +98,7 @@ def main(argv=None) -> dict:
   parser.add_argument('--random_seeds', type=int, default=3)
   args = parser.parse_args(argv)
 
-  config = task_config(args.task, args.glue)
+  config = glue_task_config(args.task, args.glue)
   task = finetune.make_task(config)
   splits = task.splits()
   train_examples = finetune.train_subset(splits['train'][0], args.train_examples, 0, args.task)

@@ -36,16 +36,10 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from albert_jax import finetune, paths, stats  # noqa: E402
-from albert_jax.config import from_file  # noqa: E402
 from albert_jax.data import vocab  # noqa: E402
 from albert_jax.downstream import classification  # noqa: E402
+from shared import GLUE_TASKS, glue_task_config  # noqa: E402
 
-# Per task: the config file, the sequence length (SST-2's sentences are short: 64 keeps 99% whole), the schedule
-# lengths of the grid, and the metrics reported (the first picks settings and checkpoints, as the config does).
-TASKS = {'sst2': {'config': 'configs/finetune/sst2.py', 'max_seq_length': 64, 'steps': '1000',
-                  'metrics': ('accuracy',)},
-         'mrpc': {'config': 'configs/finetune/mrpc.py', 'max_seq_length': 128, 'steps': '500',
-                  'metrics': ('accuracy', 'f1')}}
 # Published figures a reader needs for scale (not targets for a CPU hour). BERT-Tiny/Mini: fully pretrained on
 # Wikipedia and BooksCorpus, GLUE test (google-research/bert's README). BERT-base, no pretraining: Geiping and
 # Goldstein 2022 ("Cramming"), GLUE dev.
@@ -73,7 +67,7 @@ class Bench:
     """One fine-tuning run (or its result from before): result.json, plus its dev predictions and wall time."""
     name = f'{task}/{init}/lr={lr:g},steps={steps},seed={seed}' + (f',examples={examples}' if examples else '')
     workdir = self.root / name
-    spec = TASKS[task]
+    spec = GLUE_TASKS[task]
     argv = [sys.executable, '-m', 'albert_jax.finetune', f'--config={spec["config"]}', f'--workdir={workdir}',
             *self.inits[init], f'--config.task.data={self.args.glue}', '--config.task.test_predictions=False',
             f'--config.task.max_seq_length={spec["max_seq_length"]}', f'--config.task.train_examples={examples}',
@@ -96,13 +90,6 @@ class Bench:
     result['seconds'] = float((workdir / 'seconds').read_text()) if (workdir / 'seconds').exists() else None
     result['settings'] = {'learning_rate': lr, 'num_steps': steps}
     return result
-
-
-def task_config(task: str, folder: str):
-  """The task's config file, reading the GLUE folder, with no test predictions and the bench's sequence length."""
-  config = from_file(REPO / TASKS[task]['config'])
-  config.task.update(data=folder, test_predictions=False, max_seq_length=TASKS[task]['max_seq_length'])
-  return config
 
 
 def rarest_piece_counts(splits: dict, tokenizer) -> np.ndarray:
@@ -196,7 +183,7 @@ def main(argv=None) -> dict:
   parser.add_argument('--workdir', required=True, help='one fine-tuning workdir per run under it, and the report')
   parser.add_argument('--tasks', default='sst2,mrpc')
   parser.add_argument('--learning_rates', default='1e-4,3e-4,1e-3')
-  for task, spec in TASKS.items():
+  for task, spec in GLUE_TASKS.items():
     parser.add_argument(f'--{task}_steps', default=spec['steps'], help=f'{task}: the grid\'s schedule lengths')
     parser.add_argument(f'--{task}_settings', default='',
                         help=f'{task}: skip the grid, each init at the setting an earlier grid chose, as '
@@ -207,14 +194,14 @@ def main(argv=None) -> dict:
   parser.add_argument('--subset_epochs', type=float, default=20, help='at most this many epochs of a subset')
   args = parser.parse_args(argv)
   for task in args.tasks.split(','):
-    if task not in TASKS:
-      parser.error(f'--tasks: {task!r} is not one of {", ".join(TASKS)}')
+    if task not in GLUE_TASKS:
+      parser.error(f'--tasks: {task!r} is not one of {", ".join(GLUE_TASKS)}')
   bench, report, out = Bench(args), [], {}
   learning_rates = [float(x) for x in args.learning_rates.split(',')]
   for task in args.tasks.split(','):
-    splits = finetune.make_task(task_config(task, args.glue)).splits()
+    splits = finetune.make_task(glue_task_config(task, args.glue)).splits()
     gold, train_count = np.array([e.label for e in splits['dev'][0]]), len(splits['train'][0])
-    names = TASKS[task]['metrics']
+    names = GLUE_TASKS[task]['metrics']
     steps_grid = [int(x) for x in getattr(args, f'{task}_steps').split(',')]
     print(f'{task}: grid of {len(learning_rates)} learning rates x {len(steps_grid)} schedules per init, then '
           f'{args.seeds} seeds', flush=True)

@@ -27,6 +27,7 @@ from albert_jax import interop, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate
 from albert_jax.data import pipeline, vocab
+from shared import hf_mlm_labels
 
 TARGET = 0.7  # ours reaches HF's final accuracy in at most this share of the time
 
@@ -101,10 +102,7 @@ class HuggingFace:
             'attention_mask': tensor(batch['input_mask'])}
 
   def step(self, batch: dict) -> None:
-    labels = np.full(batch['input_ids'].shape, -100, np.int64)  # -100: no MLM loss there
-    weights = batch['masked_lm_weights'] > 0
-    rows = np.nonzero(weights)[0]
-    labels[rows, batch['masked_lm_positions'][weights]] = batch['masked_lm_ids'][weights]
+    labels = hf_mlm_labels(batch)
     self.optimizer.zero_grad(set_to_none=True)
     out = self.model(**self._tensors(batch), labels=self.torch.as_tensor(labels),
                      sentence_order_label=self.torch.as_tensor(batch['sentence_order_labels'], dtype=self.torch.long))

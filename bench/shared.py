@@ -1,0 +1,143 @@
+"""What the benches share, so that each measures the same way and none imports another: a random pretraining batch
+and the labels HF's pretraining head wants for it, the matmul rates of both frameworks, steps timed in alternating
+blocks with the machine's load recorded, a run's TensorBoard scalars, and the downstream benches' GLUE settings.
+"""
+import os
+import pathlib
+import statistics
+import time
+
+import flax.linen as nn
+import jax
+import numpy as np
+
+from albert_jax import paths, sharding
+from albert_jax import step as step_lib
+from albert_jax.config import from_file
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# The downstream benches' tasks: the config file, the sequence length (SST-2's sentences are short: 64 keeps 99%
+# whole), the schedule lengths of the grid, and the metrics reported (the first picks settings and checkpoints, as
+# the config does).
+GLUE_TASKS = {'sst2': {'config': 'configs/finetune/sst2.py', 'max_seq_length': 64, 'steps': '1000',
+                       'metrics': ('accuracy',)},
+              'mrpc': {'config': 'configs/finetune/mrpc.py', 'max_seq_length': 128, 'steps': '500',
+                       'metrics': ('accuracy', 'f1')}}
+
+
+def glue_task_config(task: str, folder: str):
+  """The task's config file, reading the GLUE folder, with no test predictions and the bench's sequence length."""
+  config = from_file(REPO / GLUE_TASKS[task]['config'])
+  config.task.update(data=folder, test_predictions=False, max_seq_length=GLUE_TASKS[task]['max_seq_length'])
+  return config
+
+
+def random_batch(batch: int, seq_len: int, predictions: int, vocab: int) -> dict:
+  """A pretraining batch of random pieces (seeded): two segments, `predictions` masked positions a row."""
+  rng = np.random.default_rng(0)
+  positions = np.sort(np.stack([rng.choice(np.arange(1, seq_len - 1), predictions, replace=False)
+                                for _ in range(batch)]), axis=1).astype(np.int32)
+  segment_ids = np.zeros((batch, seq_len), np.int32)
+  segment_ids[:, seq_len // 2:] = 1
+  return {'input_ids': rng.integers(5, vocab, (batch, seq_len)).astype(np.int32), 'segment_ids': segment_ids,
+          'input_mask': np.ones((batch, seq_len), np.int32), 'masked_lm_positions': positions,
+          'masked_lm_ids': rng.integers(5, vocab, (batch, predictions)).astype(np.int32),
+          'masked_lm_weights': np.ones((batch, predictions), np.float32),
+          'sentence_order_labels': rng.integers(0, 2, batch).astype(np.int32)}
+
+
+def hf_mlm_labels(batch: dict) -> np.ndarray:
+  """HF's MLM labels for our batch: the masked piece at each masked position of weight > 0, -100 (no loss)
+  everywhere else."""
+  labels = np.full(batch['input_ids'].shape, -100, np.int64)
+  weighted = np.asarray(batch['masked_lm_weights']) > 0
+  rows = np.nonzero(weighted)[0]
+  labels[rows, np.asarray(batch['masked_lm_positions'])[weighted]] = np.asarray(batch['masked_lm_ids'])[weighted]
+  return labels
+
+
+def time_interleaved(steps_by_name: dict, repeats: int, block: int = 1) -> tuple:
+  """({name: median seconds per step}, the machine's 1-minute load average before and after). The steps alternate
+  in short blocks so that a machine whose speed drifts (a shared VM) slows both alike; the first step of each
+  block is not timed (the other runtime's threads may still be spinning from its last step), the next `block`
+  steps are timed together."""
+  for step in steps_by_name.values():  # compile and warm up
+    step()
+  load = {'before': os.getloadavg()[0]}
+  times = {name: [] for name in steps_by_name}
+  for _ in range(repeats):
+    for name, step in steps_by_name.items():
+      step()
+      start = time.perf_counter()
+      for _ in range(block):
+        step()
+      times[name].append((time.perf_counter() - start) / block)
+  load['after'] = os.getloadavg()[0]
+  return {name: statistics.median(t) for name, t in times.items()}, load
+
+
+def train_py_step(program: step_lib.Program, batch: dict, mesh) -> tuple:
+  """(step(), XLA's peak bytes for the compiled step or None on a CPU): train.py's program (step.build),
+  compiled as train.py compiles it for this batch's shape, on a new state; step() returns the step's metrics."""
+  (batch_size, seq_len), predictions = batch['input_ids'].shape, batch['masked_lm_ids'].shape[1]
+  train_step = step_lib.compile_train_step(program, program.abstract_state(),
+                                           program.abstract_batch(batch_size, seq_len, predictions), mesh)
+  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+    state = [program.new_state(jax.random.key(0))]
+    device_batch = sharding.global_batch(batch, mesh)
+
+  def step() -> dict:
+    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+      state[0], step_metrics = train_step(state[0], device_batch)
+    jax.block_until_ready(state[0])
+    return step_metrics
+
+  # XLA:CPU's memory analysis undercounts (train.py); on a GPU it is the step's own need. JAX's allocator keeps one
+  # peak for the whole process, which the batch search's failed trials have already pushed to the share.
+  cpu = mesh.devices.flat[0].platform == 'cpu'
+  peak = None if cpu else getattr(train_step.memory_analysis(), 'peak_memory_in_bytes', None)
+  return step, peak
+
+
+def jax_matmul_flops(size: int = 2048, dtype: str = 'float32', repeats: int = 5) -> float:
+  """FLOP/s of a square matmul on JAX's default device, queued back to back (one stream: the last done means
+  all are)."""
+  x = jax.random.normal(jax.random.key(0), (size, size), dtype)
+  matmul = jax.jit(lambda a: a @ a)
+  matmul(x).block_until_ready()
+  start = time.perf_counter()
+  for _ in range(repeats):
+    y = matmul(x)
+  y.block_until_ready()
+  return 2 * size ** 3 * repeats / (time.perf_counter() - start)
+
+
+def torch_matmul_flops(size: int = 2048, dtype: str = 'float32', repeats: int = 5, device=None) -> float:
+  """The same for torch on `device` (default: the CPU)."""
+  import torch
+  device = device or torch.device('cpu')
+  x = torch.randn(size, size, device=device).to(getattr(torch, dtype))
+  sync = torch.cuda.synchronize if device.type == 'cuda' else lambda: None
+  torch.mm(x, x)
+  sync()
+  start = time.perf_counter()
+  for _ in range(repeats):
+    torch.mm(x, x)
+  sync()
+  return 2 * size ** 3 * repeats / (time.perf_counter() - start)
+
+
+def tensorboard_scalars(workdir) -> tuple:
+  """(the wall time of the run's first event, {tag: [(wall time, step, value)]}) from all of a run's TensorBoard
+  files (a resumed run writes one more), read by TensorBoard's own reader."""
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+  series, start = {}, None
+  for path in sorted((paths.path(workdir) / 'tensorboard').glob('events.out.tfevents.*')):
+    events = EventAccumulator(str(path), size_guidance={'scalars': 0})
+    events.Reload()
+    first = events.FirstEventTimestamp()
+    start = first if start is None else min(start, first)
+    for tag in events.Tags()['scalars']:
+      series.setdefault(tag, []).extend((e.wall_time, e.step, e.value) for e in events.Scalars(tag))
+  return start, series

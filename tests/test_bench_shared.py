@@ -1,0 +1,97 @@
+"""bench/shared.py, what every bench measures with: HF's labels for our batch give HF's pretraining loss equal to
+ours from the same weights; the step it times is train.py's own; the timing alternates as it says; TensorBoard's
+scalars read back what metrics.Writer wrote."""
+import importlib
+import sys
+
+import flax.linen as nn
+import jax
+import numpy as np
+import pytest
+
+from albert_jax import interop, metrics, sharding
+from albert_jax import step as step_lib
+from albert_jax.config import validate
+from albert_jax.model import Albert, init_params
+from conftest import ROOT
+
+transformers = pytest.importorskip('transformers')
+torch = pytest.importorskip('torch')
+
+
+@pytest.fixture(scope='module')
+def shared():
+  sys.path.insert(0, str(ROOT / 'bench'))
+  try:
+    return importlib.import_module('shared')
+  finally:
+    sys.path.remove(str(ROOT / 'bench'))
+
+
+@pytest.fixture(scope='module')
+def tiny(tiny_config):
+  config = tiny_config.copy_and_resolve_references()
+  config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0)
+  return config
+
+
+def test_hf_labels_give_hfs_loss_equal_to_ours_from_the_same_weights(shared, tiny, tmp_path):
+  shape = validate(tiny)
+  batch = shared.random_batch(4, 32, 5, shape.vocab_size)
+  positions = batch['masked_lm_positions']
+  assert (np.diff(positions, axis=1) > 0).all() and positions.min() >= 1 and positions.max() <= 30
+  batch['masked_lm_weights'][1, 3:] = 0  # padding predictions: no loss on either side
+  labels = shared.hf_mlm_labels(batch)
+  assert (labels != -100).sum() == batch['masked_lm_weights'].sum() == 18
+  assert labels[1, positions[1, 4]] == -100 and labels[0, positions[0, 2]] == batch['masked_lm_ids'][0, 2]
+
+  model = Albert(shape)
+  params = nn.unbox(init_params(model, jax.random.key(0)))
+  ours = step_lib.losses(model, params, batch, jax.random.key(0), 'sop', True)[0]
+  interop.save_hf(tmp_path, params, shape)
+  hf = transformers.AlbertForPreTraining.from_pretrained(tmp_path).eval()
+  tensor = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.long)
+  with torch.no_grad():
+    theirs = hf(input_ids=tensor(batch['input_ids']), token_type_ids=tensor(batch['segment_ids']),
+                attention_mask=tensor(batch['input_mask']), labels=torch.as_tensor(labels),
+                sentence_order_label=tensor(batch['sentence_order_labels'])).loss
+  np.testing.assert_allclose(float(ours), float(theirs), rtol=1e-5)
+
+
+def test_the_timed_step_is_train_pys_compiled_program(shared, tiny):
+  """The bench's step gives, step after step, the losses and gradient norms of train.py's program from the same
+  initial state."""
+  mesh = sharding.make_mesh(tiny.mesh, jax.devices()[:1])
+  program = step_lib.build(tiny, validate(tiny).for_platform('cpu'), mesh)
+  batch = shared.random_batch(4, 32, 5, tiny.model.vocab_size)
+  step, peak = shared.train_py_step(program, batch, mesh)
+  assert peak is None  # a CPU
+  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+    state = program.new_state(jax.random.key(0))
+    for _ in range(2):
+      state, expected = program.train_step(state, sharding.global_batch(batch, mesh))
+      got = step()
+      for name in ('loss', 'grad_norm'):
+        np.testing.assert_allclose(float(got[name]), float(expected[name]), rtol=1e-6, err_msg=name)
+
+
+def test_interleaved_timing_alternates_blocks_and_records_the_load(shared):
+  calls = []
+  steps = {name: (lambda name=name: calls.append(name)) for name in ('ours', 'hf')}
+  seconds, load = shared.time_interleaved(steps, repeats=3, block=2)
+  # Each warmed up once, then per repeat: one untimed step and a timed block of 2, the two frameworks in turn.
+  assert calls == ['ours', 'hf'] + (['ours'] * 3 + ['hf'] * 3) * 3
+  assert set(seconds) == {'ours', 'hf'} and all(s >= 0 for s in seconds.values())
+  assert set(load) == {'before', 'after'} and all(v >= 0 for v in load.values())
+
+
+def test_tensorboard_scalars_read_back_what_the_writer_wrote(shared, tmp_path):
+  for values in ({1: 0.5, 2: 0.25}, {3: 0.125}):  # a run and its resume
+    writer = metrics.Writer(tmp_path, enabled=True)
+    for step, value in values.items():
+      writer.scalars(step, {'loss': value, 'eval_mlm_accuracy': 1 - value})
+    writer.close()
+  start, series = shared.tensorboard_scalars(tmp_path)
+  assert sorted((step, value) for _, step, value in series['loss']) == [(1, 0.5), (2, 0.25), (3, 0.125)]
+  assert sorted(value for _, _, value in series['eval_mlm_accuracy']) == [0.5, 0.75, 0.875]
+  assert all(wall >= start for points in series.values() for wall, _, _ in points)
