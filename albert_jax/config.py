@@ -144,10 +144,22 @@ def validate_finetune(config: ml_collections.ConfigDict, model: ModelConfig) -> 
 def validate(config: ml_collections.ConfigDict) -> ModelConfig:
   """Checks the whole config and returns the model's part as a ModelConfig; raises ConfigError naming the fix."""
   model = ModelConfig.from_config(config.model)
-  data = config.data
-  if not 3 < data.max_seq_length <= model.max_position_embeddings:
-    raise ConfigError(f'config.data.max_seq_length {data.max_seq_length} must be above 3 ([CLS] A [SEP] B [SEP]) '
-                      f'and at most model.max_position_embeddings {model.max_position_embeddings}.')
+  if not config.data.max_seq_length <= model.max_position_embeddings:
+    raise ConfigError(f'config.data.max_seq_length {config.data.max_seq_length} must be at most '
+                      f'model.max_position_embeddings {model.max_position_embeddings}.')
+  validate_data(config.data)
+  train = config.train
+  _check_train(train, ('batch_size', 'grad_accum_steps', 'num_steps', 'log_every', 'eval_every', 'eval_batches',
+                       'checkpoint_every', 'keep_checkpoints', 'blimp_pairs'))
+  if bool(train.fill_mask_text) != bool(train.fill_mask_word) or train.fill_mask_word not in train.fill_mask_text:
+    raise ConfigError('config.train.fill_mask_word must be a word of config.train.fill_mask_text (or both empty).')
+  return model
+
+
+def validate_data(data: ml_collections.ConfigDict) -> None:
+  """Checks config.data on its own (what the data pipeline reads); raises ConfigError naming the fix."""
+  if not 3 < data.max_seq_length:
+    raise ConfigError(f'config.data.max_seq_length {data.max_seq_length} must be above 3 ([CLS] A [SEP] B [SEP]).')
   if not 0 < data.max_predictions_per_seq <= data.max_seq_length:
     raise ConfigError(f'config.data.max_predictions_per_seq {data.max_predictions_per_seq} must be in '
                       f'1..max_seq_length ({data.max_seq_length}).')
@@ -158,12 +170,6 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
   if not 0 < data.eval_fraction < 1 or data.chunk_documents < 1 or data.workers < -1:
     raise ConfigError('config.data: eval_fraction must be in (0, 1), chunk_documents positive, and workers a count '
                       'or -1 (one per accelerator device).')
-  train = config.train
-  _check_train(train, ('batch_size', 'grad_accum_steps', 'num_steps', 'log_every', 'eval_every', 'eval_batches',
-                       'checkpoint_every', 'keep_checkpoints', 'blimp_pairs'))
-  if bool(train.fill_mask_text) != bool(train.fill_mask_word) or train.fill_mask_word not in train.fill_mask_text:
-    raise ConfigError('config.train.fill_mask_word must be a word of config.train.fill_mask_text (or both empty).')
-  return model
 
 
 def _check_train(train: ml_collections.ConfigDict, positive: tuple) -> None:

@@ -12,7 +12,6 @@ Reads top to bottom like train.py, whose machinery it uses: mesh, compiled steps
 """
 import dataclasses
 import json
-import signal
 
 import flax.linen as nn
 import jax
@@ -21,7 +20,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import checkpoint, interop, metrics, paths, sharding
+from albert_jax import checkpoint, interop, metrics, paths, run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
 from albert_jax.data import vocab as vocab_lib
@@ -130,8 +129,13 @@ def majority_rates(features: dict) -> dict:
   train = features['train'].get('label_ids')
   if train is None or not np.issubdtype(train.dtype, np.integer) or not len(train):
     return {}
-  label = np.bincount(train).argmax()
+  label = majority_label(train)
   return {split: float(np.mean(f['label_ids'] == label)) for split, f in features.items() if split.startswith('dev')}
+
+
+def majority_label(label_ids: np.ndarray) -> int:
+  """The most frequent label id; a tie goes to the first (the task's earliest label)."""
+  return int(np.bincount(label_ids).argmax())
 
 
 def split_prefix(split: str) -> str:
@@ -149,15 +153,13 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   validate_finetune(config, model_config)
   config = ml_collections.ConfigDict(config.to_dict())  # unlocked copy: the model actually fine-tuned is recorded
   config.model = ml_collections.ConfigDict(model_config.__dict__)
-  checkpoint.check_shared(workdir)
-  checkpoint.check_workdir(workdir, config)
-  mesh = sharding.make_mesh(config.mesh, devices)
+  workdir, mesh = run.open_workdir(workdir, config, devices)
   for name in ('batch_size', 'eval_batch_size'):
     sharding.check_batch_size(config.train[name], mesh, f' (config.train.{name})',
                               config.train.grad_accum_steps if name == 'batch_size' else 1)
   platform_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
   host, hosts = jax.process_index(), jax.process_count()
-  say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
+  say = run.host_voice()
   tokenizer = load_tokenizer(config, vocab, model_config)
   task = make_task(config)
   if host == 0:
@@ -189,11 +191,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   abstract_batch = {k: jax.ShapeDtypeStruct((config.train.batch_size, *v.shape[1:]), v.dtype,
                                             sharding=program.batch_sharding)
                     for k, v in features['train'].items()}
-  try:
-    train_step = step_lib.compile_train_step(program, abstract_state, abstract_batch, mesh)
-  except step_lib.OutOfMemory as e:
-    raise ConfigError(f'the fine-tuning step does not fit in device memory ({e}): lower config.train.batch_size '
-                      f'or set config.model.remat.') from None
+  train_step = run.compile_step(program, abstract_state, abstract_batch, mesh, 'fine-tuning',
+                                'lower config.train.batch_size, or set train.grad_accum_steps or model.remat')
 
   # ---- State: the newest complete checkpoint, else the pretrained parameters under a new head.
   checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints, best_metric=task.metric)
@@ -216,14 +215,10 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
                                            split_prefix(split))
 
   # ---- The loop: train; at every checkpoint, score dev and save with the score.
-  stop = {'signal': None}
-  signal.signal(signal.SIGTERM, lambda signum, frame: stop.update(signal=signum))
-  writer = metrics.Writer(workdir, enabled=host == 0)
-  peak, peak_source = metrics.peak_flops_per_device()
   sequences = int(np.prod(features['train']['input_ids'].shape[1:-1]))  # per example: RACE has 4 (one per option)
   flops_per_step = (training_flops_per_sequence(model_config, config.task.max_seq_length, 0) * sequences *
                     config.train.batch_size)
-  progress = metrics.Progress(config.train.num_steps, flops_per_step, peak, len(mesh.devices.flat))
+  loop = run.Loop(workdir, config.train.num_steps, flops_per_step, mesh)
   say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh '
       f'{dict(mesh.shape)}, {hosts} host(s); best checkpoint by dev {task.metric}')
   step = first_step
@@ -232,36 +227,30 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     batch = {k: v[rows] for k, v in features['train'].items()}
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
       state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
-    progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
+    loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
     step += 1
     step_metrics = jax.device_get(step_metrics)
-    if not all(np.isfinite(step_metrics[k]) for k in ('loss', 'grad_norm')):
-      checkpoints.wait_until_finished()
-      writer.close()  # the curves up to here are what tells why
-      raise FloatingPointError(f'non-finite loss or gradient at step {step} (loss {step_metrics["loss"]}); the '
-                               f'last checkpoint is intact: lower train.learning_rate and resume.')
+    loop.check_finite(step, step_metrics, checkpoints, 'lower train.learning_rate')
     step_metrics.pop('sums')
     if step % config.train.log_every == 0 or step == config.train.num_steps:
-      report = {**step_metrics, **progress.report(step), **metrics.memory_in_use()}
-      writer.scalars(step, report)
+      report = {**step_metrics, **loop.progress.report(step), **metrics.memory_in_use()}
+      loop.writer.scalars(step, report)
       say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  {metrics.Progress.line(report)}')
-    is_last, preempted = step == config.train.num_steps, stop['signal'] is not None
+    is_last, preempted = step == config.train.num_steps, loop.preempted
     if step % config.train.checkpoint_every == 0 or is_last:
       dev = score(state['params'], 'dev')
-      writer.scalars(step, dev)
+      loop.writer.scalars(step, dev)
       say(f'step {step} dev: ' + '  '.join(f'{k[5:]} {v:.4f}' + ''.join(f' ({t})' for t in majority_text(k))
                                            for k, v in dev.items() if not k.endswith('_count')))
       checkpoint.save(checkpoints, step, state, {'step': step}, {task.metric: float(dev[task.metric])}, force=True)
-      writer.flush()  # the curves in a bucket keep up with the checkpoints
+      loop.writer.flush()  # the curves in a bucket keep up with the checkpoints
     elif preempted:
       checkpoint.save(checkpoints, step, state, {'step': step}, force=True)
     if preempted:
-      checkpoints.wait_until_finished()
-      writer.close()
+      loop.finish(checkpoints)
       say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
       return {'preempted_at': step}
-  checkpoints.wait_until_finished()
-  writer.close()
+  loop.finish(checkpoints)
 
   # ---- The best checkpoint: scored on every dev split, its predictions written.
   best_step = checkpoints.best_step()
@@ -302,8 +291,7 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  # Defined here, not on import: train.py (which tests and sweeps import beside this module) has flags of the
-  # same names.
+  # Defined here, not on import, as in train.py: modules that import this one keep their own flags.
   config_flags.DEFINE_config_file('config', None, 'Path to a config in configs/finetune/.', lock_config=True)
   flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files, results, predictions.')
   flags.mark_flags_as_required(['config', 'workdir'])

@@ -7,7 +7,6 @@ Reads top to bottom in the order things happen: config and workdir, mesh, data, 
 (restored or new), compiled steps, the loop (log, evaluate, checkpoint), and a closing report.
 """
 import json
-import signal
 
 import flax.linen as nn
 import jax
@@ -17,23 +16,13 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import blimp, checkpoint, metrics, paths, sharding
+from albert_jax import blimp, checkpoint, metrics, paths, run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
-from albert_jax.errors import ConfigError
 from albert_jax.summary import training_flops_per_sequence
-
-_CONFIG = config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
-_WORKDIR = flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files and the config.')
-_DISTRIBUTED = flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() first: needed on multi-host '
-                                 'TPU pods (where it finds its peers itself) and for several local processes.')
-_COORDINATOR = flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 (not needed on TPU VMs).')
-_NUM_PROCESSES = flags.DEFINE_integer('num_processes', None, 'Number of processes (not needed on TPU VMs).')
-_PROCESS_ID = flags.DEFINE_integer('process_id', None, 'This process (not needed on TPU VMs).')
-
 
 def all_hosts(data_state: dict) -> dict:
   """Every host's pipeline state in one record (a checkpoint is written once for all hosts)."""
@@ -69,15 +58,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   model_config = validate(config)
   paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir,
                         config.train.blimp)
-  workdir = paths.make_folder(workdir)
-  checkpoint.check_shared(workdir)
-  checkpoint.check_workdir(workdir, config)
-  mesh = sharding.make_mesh(config.mesh, devices)
+  workdir, mesh = run.open_workdir(workdir, config, devices)
   sharding.check_batch_size(config.train.batch_size, mesh, microbatches=config.train.grad_accum_steps)
   model_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
   host, hosts = jax.process_index(), jax.process_count()
-  # Host 0 speaks for all; on a pod its lines say so, as each worker's log file is read on its own.
-  say = lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
+  say = run.host_voice()
   # A missing or mismatched vocabulary stops here.
   tokenizer = vocab_lib.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
   if host == 0:
@@ -88,23 +73,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         'jax': jax.__version__}, indent=2) + '\n')
 
   # ---- Data: this host's shard of the training documents, and the held-out ones.
-  opened = pipeline_lib.open_sources(config)  # each source indexed once, for both
-  train_data = pipeline_lib.Pipeline(config, tokenizer, 'train', host, hosts, opened=opened,
+  opened = pipeline_lib.open_sources(config.data)  # each source indexed once, for both
+  train_data = pipeline_lib.Pipeline(config.data, tokenizer, config.train.batch_size, 'train', host, hosts,
+                                     opened=opened,
                                      workers=pipeline_lib.worker_count(config.data.workers, jax.local_devices()))
-  held_out = pipeline_lib.held_out_sets(config, tokenizer, host, hosts, opened)
+  held_out = pipeline_lib.held_out_sets(config.data, tokenizer, config.train.batch_size, config.train.eval_batches,
+                                        host, hosts, opened)
   grammar = blimp.HeldOut(config, tokenizer) if config.train.blimp else None  # BLiMP's pairs, if asked
 
   # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
   # for the devices stops here, before a checkpoint is restored or a batch is made.
   program = step_lib.build(config, model_config, mesh)
   abstract_state = program.abstract_state()
-  try:
-    train_step = step_lib.compile_train_step(program, abstract_state, program.abstract_batch(
-        config.train.batch_size, config.data.max_seq_length, config.data.max_predictions_per_seq), mesh)
-  except step_lib.OutOfMemory as e:
-    raise ConfigError(f'the training step does not fit in device memory ({e}). Find a model.remat policy or a '
-                      f'batch size that fits without a pod: python -m albert_jax.aot --config=... '
-                      f'--topology=<accelerator type>') from None
+  train_step = run.compile_step(
+      program, abstract_state, program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
+                                                      config.data.max_predictions_per_seq), mesh,
+      'training', 'find a model.remat policy, train.grad_accum_steps or a batch size that fits: python -m '
+      'albert_jax.aot --config=... --topology=<accelerator type>')
   memory = train_step.memory_analysis()
   if mesh.devices.flat[0].platform != 'cpu' and getattr(memory, 'peak_memory_in_bytes', 0):  # XLA:CPU's undercounts
     say(f'train step compiled: peak {memory.peak_memory_in_bytes / 2 ** 20:,.1f} MiB per device')
@@ -126,18 +111,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     return {**result, **grammar(program.model, params)} if grammar else result
 
   # ---- The loop.
-  stop = {'signal': None}
-  signal.signal(signal.SIGTERM, lambda signum, frame: stop.update(signal=signum))
-  writer = metrics.Writer(workdir, enabled=host == 0)
-  peak, peak_source = metrics.peak_flops_per_device()
   flops_per_step = training_flops_per_sequence(model_config, config.data.max_seq_length,
                                                config.data.max_predictions_per_seq) * config.train.batch_size
-  progress = metrics.Progress(config.train.num_steps, flops_per_step, peak, len(mesh.devices.flat))
-  say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh {dict(mesh.shape)}, '
-      f'{hosts} host(s); MFU against {peak:.3g} FLOP/s per device ({peak_source})')
+  loop = run.Loop(workdir, config.train.num_steps, flops_per_step, mesh)
+  say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh '
+      f'{dict(mesh.shape)}, {hosts} host(s); MFU against {loop.peak:.3g} FLOP/s per device ({loop.peak_source})')
   first_eval = evaluate(state['params']) if first_step == 0 else None
   if first_eval:
-    writer.scalars(0, first_eval)
+    loop.writer.scalars(0, first_eval)
   eval_metrics = first_eval or {}
   step = first_step
   batch = train_data.next_batch() if step < config.train.num_steps else None
@@ -145,26 +126,20 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
       state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
     # Tokens: this host's real (unpadded) count times the hosts, without a collective per step.
-    progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
+    loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
     step += 1
     data_state = train_data.state()  # the state that produces the *next* batch: saved with this step
     batch = train_data.next_batch() if step < config.train.num_steps else None  # overlaps the device's work
     step_metrics = jax.device_get(step_metrics)
-    if not all(np.isfinite(step_metrics[k]) for k in ('loss', 'grad_norm')):
-      train_data.close()
-      checkpoints.wait_until_finished()
-      writer.close()  # the curves up to here are what tells why (as finetune.py)
-      raise FloatingPointError(f'non-finite loss or gradient at step {step} (loss {step_metrics["loss"]}, '
-                               f'gradient norm {step_metrics["grad_norm"]}); nothing was saved from this step. '
-                               f'The last checkpoint is intact: lower train.learning_rate or raise '
-                               f'train.warmup_steps and resume.')
+    loop.check_finite(step, step_metrics, checkpoints, 'lower train.learning_rate or raise train.warmup_steps',
+                      close=[train_data])
     if step % config.train.log_every == 0 or step == config.train.num_steps:
-      report = {**step_lib.rates(step_metrics.pop('sums')), **step_metrics, **progress.report(step),
+      report = {**step_lib.rates(step_metrics.pop('sums')), **step_metrics, **loop.progress.report(step),
                 **metrics.memory_in_use()}
       task = config.data.sentence_task
       if task == 'none':  # single segments, all labelled 0, and an untrained head: no sentence figure to give
         report = {k: v for k, v in report.items() if not k.startswith('sop_')}
-      writer.scalars(step, report)
+      loop.writer.scalars(step, report)
       # The sentence task's accuracy under its own name.
       pairs = f'{task}_acc {report["sop_accuracy"]:.3f}  ' if 'sop_accuracy' in report else ''
       say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc {report["mlm_accuracy"]:.3f}  '
@@ -172,23 +147,19 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     is_last = step == config.train.num_steps
     if step % config.train.eval_every == 0 or is_last:
       eval_metrics = evaluate(state['params'])
-      writer.scalars(step, eval_metrics)
+      loop.writer.scalars(step, eval_metrics)
       say(f'step {step} held-out: {metrics.held_out_line(eval_metrics)}')
-    preempted = stop['signal'] is not None
+    preempted = loop.preempted
     if step % config.train.checkpoint_every == 0 or is_last or preempted:
       evaluated_now = step % config.train.eval_every == 0 or is_last  # only then is there a metric to rank by
       best_metric = {checkpoint.BEST_METRIC: float(eval_metrics['eval_mlm_accuracy'])} if evaluated_now else None
       checkpoint.save(checkpoints, step, state, all_hosts(data_state), best_metric, force=True)
-      writer.flush()
+      loop.writer.flush()
     if preempted:
-      train_data.close()
-      checkpoints.wait_until_finished()
-      writer.close()
+      loop.finish(checkpoints, close=[train_data])
       say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
       return {'preempted_at': step, **eval_metrics}
-  train_data.close()
-  checkpoints.wait_until_finished()
-  writer.close()
+  loop.finish(checkpoints, close=[train_data])
 
   # ---- Closing report (a run resumed at its last step has trained nothing now: evaluate it for the report).
   result = {k: int(v) if k.endswith('_count') else float(v)
@@ -207,12 +178,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
 def main(argv):
   del argv
-  if _DISTRIBUTED.value:
-    jax.distributed.initialize(coordinator_address=_COORDINATOR.value, num_processes=_NUM_PROCESSES.value,
-                               process_id=_PROCESS_ID.value, initialization_timeout=120)
-  train_and_evaluate(_CONFIG.value, _WORKDIR.value)
+  if flags.FLAGS.distributed:
+    jax.distributed.initialize(coordinator_address=flags.FLAGS.coordinator_address,
+                               num_processes=flags.FLAGS.num_processes, process_id=flags.FLAGS.process_id,
+                               initialization_timeout=120)
+  train_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir)
 
 
 if __name__ == '__main__':
+  # Defined here, not on import, as in finetune.py: modules that import this one (sweeps, tests, finetune's
+  # neighbours) keep their own flags.
+  config_flags.DEFINE_config_file('config', None, 'Path to a config file in configs/.', lock_config=True)
+  flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files and the config.')
+  flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() first: needed on multi-host TPU pods '
+                    '(where it finds its peers itself) and for several local processes.')
+  flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 (not needed on TPU VMs).')
+  flags.DEFINE_integer('num_processes', None, 'Number of processes (not needed on TPU VMs).')
+  flags.DEFINE_integer('process_id', None, 'This process (not needed on TPU VMs).')
   flags.mark_flags_as_required(['config', 'workdir'])
   run_cli(main)

@@ -52,7 +52,7 @@ def index(config) -> list:
   import resource
   before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   start = time.perf_counter()
-  opened = pipeline.open_sources(config)
+  opened = pipeline.open_sources(config.data)
   seconds = time.perf_counter() - start
   peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   for source in opened:
@@ -109,7 +109,7 @@ def main():
   if not args.workers:  # in the workers, SentencePiece's share is not this process's to time
     tokenizer.encode = timed_encode
   batch_size = 64
-  data = pipeline.Pipeline(config, tokenizer, batch_size=batch_size, workers=args.workers, opened=opened)
+  data = pipeline.Pipeline(config.data, tokenizer, batch_size, workers=args.workers, opened=opened)
   # A stream makes a whole chunk (data.chunk_documents documents: thousands of instances of long articles) at once,
   # then serves it: the window must hold several chunks of every stream, or it times serving alone.
   made = [0]

@@ -199,7 +199,8 @@ def main(argv=None) -> dict:
   bench, report, out = Bench(args), [], {}
   learning_rates = [float(x) for x in args.learning_rates.split(',')]
   for task in args.tasks.split(','):
-    splits = finetune.make_task(glue_task_config(task, args.glue)).splits()
+    downstream = finetune.make_task(glue_task_config(task, args.glue))
+    splits = downstream.splits()
     gold, train_count = np.array([e.label for e in splits['dev'][0]]), len(splits['train'][0])
     names = GLUE_TASKS[task]['metrics']
     steps_grid = [int(x) for x in getattr(args, f'{task}_steps').split(',')]
@@ -237,7 +238,9 @@ def main(argv=None) -> dict:
                    f'exact p per seed: {", ".join(f"{x:.3g}" for x in p["mcnemar_p"])}.')
     # The floor any model must clear: the training set's most frequent label on every dev example (MRPC's
     # 'paraphrase' already scores F1 0.81 on dev).
-    majority = collections.Counter(e.label for e in splits['train'][0]).most_common(1)[0][0]
+    # Chosen as finetune.py chooses the floor it prints (a tie goes to the task's first label).
+    majority = downstream.labels[finetune.majority_label(
+        np.array([downstream.label_id(e.label, 'train') for e in splits['train'][0]]))]
     floor = {name: metric(name, np.full(len(gold), majority), gold) for name in names}
     out[f'{task}/majority'] = {'label': majority, **floor}
     table.append(f'Always the majority training label ({majority!r}): ' +

@@ -193,13 +193,15 @@ def main():
     config.train.eval_batches = args.eval_batches
   budget, threads = args.minutes * 60, os.cpu_count()
   tokenizer = vocab.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
-  opened = pipeline.open_sources(config)
-  held_out = pipeline.held_out_sets(config, tokenizer, opened=opened)
+  opened = pipeline.open_sources(config.data)
+  held_out = pipeline.held_out_sets(config.data, tokenizer, config.train.batch_size, config.train.eval_batches,
+                                    opened=opened)
   ours = Ours(config, held_out)
   hf = HuggingFace(config, held_out, ours.initial_params(), args.hf_lr, threads)
   eval_at = [budget * (i + 1) / args.evals for i in range(args.evals)]
   warmup_share = config.train.warmup_steps / config.train.num_steps
-  new_pipeline = lambda: pipeline.Pipeline(config, tokenizer, opened=opened)  # the same batches, in order
+  # The same batches, in order, for each side:
+  new_pipeline = lambda: pipeline.Pipeline(config.data, tokenizer, config.train.batch_size, opened=opened)
   results = {}
   for name, trainer in (('ours', ours), ('hf', hf)):
     print(f'{name}: {args.minutes:g} minutes', flush=True)
@@ -209,7 +211,7 @@ def main():
   print(f'\n{args.config}: batch {config.train.batch_size} x {config.data.max_seq_length}, {args.minutes:g} minutes '
         f'each, {jax.devices()[0].device_kind}, {threads} threads; ours {config.train.optimizer} lr '
         f'{config.train.learning_rate:g}, HF AdamW lr {args.hf_lr:g}')
-  print(f'| minutes | ours: step | ours: MLM accuracy | HF: step | HF: MLM accuracy |\n|---|---|---|---|---|')
+  print('| minutes | ours: step | ours: MLM accuracy | HF: step | HF: MLM accuracy |\n|---|---|---|---|---|')
   for a, b in zip(results['ours']['curve'], results['hf']['curve']):
     print(f'| {a["seconds"] / 60:.1f} | {a["step"]:,} | {a["mlm_accuracy"]:.4f} | {b["step"]:,} | '
           f'{b["mlm_accuracy"]:.4f} |')

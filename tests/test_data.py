@@ -247,7 +247,7 @@ def test_masking_statistics_match_the_original(seq_len, tiny_config, builtin_tok
 # --- the pipeline ------------------------------------------------------------------------------------------------
 
 def batches(config, tok, n, **kwargs):
-  p = pipeline.Pipeline(config, tok, batch_size=8, **kwargs)
+  p = pipeline.Pipeline(config.data, tok, batch_size=8, **kwargs)
   return p, [p.next_batch() for _ in range(n)]
 
 
@@ -281,7 +281,7 @@ def test_restored_state_resumes_at_exactly_the_same_batch(tiny_config, builtin_t
   full, reference = batches(config, builtin_tokenizer, 60, split='eval')
   first, _ = batches(config, builtin_tokenizer, 25, split='eval')
   state = json.loads(json.dumps(first.state()))  # it must survive being stored as JSON
-  resumed = pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, split='eval')
+  resumed = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, split='eval')
   resumed.restore(state)
   for step in range(25, 60):
     batch = resumed.next_batch()
@@ -289,7 +289,7 @@ def test_restored_state_resumes_at_exactly_the_same_batch(tiny_config, builtin_t
       np.testing.assert_array_equal(batch[k], reference[step][k], err_msg=f'step {step} {k}')
   assert full.state()['streams'][0][0] >= 1, 'the test should cross an epoch boundary'
   with pytest.raises(ValueError, match='host_count'):
-    pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, split='eval').restore({**state, 'host_count': 2})
+    pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, split='eval').restore({**state, 'host_count': 2})
 
 
 def test_worker_processes_make_the_same_batches_and_resume_exactly(tiny_config, builtin_tokenizer, tmp_path):
@@ -304,7 +304,7 @@ def test_worker_processes_make_the_same_batches_and_resume_exactly(tiny_config, 
   config.data.chunk_documents = 8
   config.data.eval_fraction = 0.05
   reference_pipeline, reference = batches(config, builtin_tokenizer, 60, split='eval')
-  served = pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, split='eval', workers=2)
+  served = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, split='eval', workers=2)
   try:
     got = [served.next_batch() for _ in range(30)]
     state = json.loads(json.dumps(served.state()))
@@ -316,7 +316,7 @@ def test_worker_processes_make_the_same_batches_and_resume_exactly(tiny_config, 
     for k in batch:
       np.testing.assert_array_equal(batch[k], expected[k], err_msg=f'step {step} {k}')
   assert min(epoch for epoch, _, _ in reference_pipeline.state()['streams']) >= 1, 'cross an epoch boundary'
-  resumed = pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, split='eval', workers=1)
+  resumed = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, split='eval', workers=1)
   try:
     resumed.restore(state)
     for step in range(30, 60):
@@ -352,7 +352,7 @@ def test_hosts_read_disjoint_documents_and_eval_is_held_out(tiny_config, builtin
   for owner, split, host in [('train0', 'train', 0), ('train1', 'train', 1), ('eval0', 'eval', 0),
                              ('eval1', 'eval', 1)]:
     recording_read.owner = owner
-    p = pipeline.Pipeline(config, builtin_tokenizer, split=split, host=host, host_count=2, batch_size=16)
+    p = pipeline.Pipeline(config.data, builtin_tokenizer, split=split, host=host, host_count=2, batch_size=16)
     for _ in range(40):
       p.next_batch()
     assigned[owner] = {d for start, stop in p.streams[0].chunks for d in range(start, stop)}
@@ -369,7 +369,7 @@ def test_mixture_weights_set_the_share_of_each_source(tiny_config, builtin_token
   corpus.write_text('\n\n'.join('zzz zzz zzz zzz.\nqqq qqq qqq.\nzzz qqq zzz.' for _ in range(200)))
   config = tiny_config.copy_and_resolve_references()
   config.data.source = f'builtin@3,lines:{corpus}@1'
-  p = pipeline.Pipeline(config, builtin_tokenizer, batch_size=64)
+  p = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=64)
   z = builtin_tokenizer.encode(['zzz'])[0][-1]
   def from_text_files(batch):
     return (batch['input_ids'] == z).any(1) | (batch['masked_lm_ids'] == z).any(1)
@@ -384,7 +384,7 @@ def test_tfds_sources_through_mock_data(tiny_config, builtin_tokenizer):
   for name in ('wikipedia/20230601.en', 'wiki40b/en', 'pg19', 'c4/en'):
     config.data.source = f'tfds:{name}'
     with tfds.testing.mock_data(num_examples=10, policy=tfds.testing.MockPolicy.USE_CODE):
-      p = pipeline.Pipeline(config, builtin_tokenizer, batch_size=4)
+      p = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=4)
       batch = p.next_batch()
     assert batch['input_mask'].sum() > 0 and len(p.sources[0]) == 10, name
 
@@ -408,7 +408,7 @@ def test_bad_files_are_skipped_counted_and_nothing_is_silently_truncated(tiny_co
   config = tiny_config.copy_and_resolve_references()
   config.data.source = f'lines:{tmp_path}/*.txt'
   config.data.eval_fraction = 0.25
-  p = pipeline.Pipeline(config, builtin_tokenizer, batch_size=4)
+  p = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=4)
   stream = p.streams[0]
   documents = stream._documents(0, len(p.sources[0]))
   skipped = p.sources[0].skipped
@@ -426,27 +426,27 @@ def test_sources_that_yield_nothing_fail_clearly(tiny_config, builtin_tokenizer,
   config = tiny_config.copy_and_resolve_references()
   config.data.source = f'lines:{tmp_path}/nothing*.txt'
   with pytest.raises(sources.SourceError, match='no file matches'):
-    pipeline.Pipeline(config, builtin_tokenizer, batch_size=4)
+    pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=4)
   for i in range(3):
     (tmp_path / f'blank{i}.txt').write_text(f'{"    " * i}\n\n\n')
   (tmp_path / 'punct.txt').write_text('\u200b\n\n\u200b\u200b\n\n\u200b\n')  # text with no pieces at all
   config.data.source = f'lines:{tmp_path}/punct.txt'
   config.data.eval_fraction = 0.3
-  p = pipeline.Pipeline(config, builtin_tokenizer, batch_size=4)
+  p = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=4)
   with pytest.raises(sources.SourceError, match='yields no usable document'):
     p.next_batch()
   config.data.source = f'lines:{tmp_path}/blank*.txt'
   with pytest.raises(sources.SourceError, match='has 0 documents'):
-    pipeline.Pipeline(config, builtin_tokenizer, batch_size=4)
+    pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=4)
   for bad, message in [('nowhere:x', 'is not a source'), ('builtin@0', 'must be positive'), ('', 'is empty')]:
     config.data.source = bad
     with pytest.raises(sources.SourceError, match=message):
-      pipeline.Pipeline(config, builtin_tokenizer, batch_size=4)
+      pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=4)
 
 
 def test_batch_size_must_divide_over_hosts(tiny_config, builtin_tokenizer):
   with pytest.raises(ConfigError, match='not divisible by the 3 hosts'):
-    pipeline.Pipeline(tiny_config, builtin_tokenizer, host_count=3)
+    pipeline.Pipeline(tiny_config.data, builtin_tokenizer, tiny_config.train.batch_size, host_count=3)
 
 
 def test_inspect_cli_prints_examples_and_statistics(tiny_config):
@@ -473,7 +473,7 @@ def test_stats_measure_sentence_lengths_and_yield_per_megabyte(tiny_config, buil
   config.data.source = f'lines:{corpus}'
   config.data.chunk_documents = 1000  # one chunk: every training document read once
   config.data.eval_fraction = 0.5
-  p = pipeline.Pipeline(config, builtin_tokenizer, batch_size=8, collect_stats=True)
+  p = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, collect_stats=True)
   report = inspect.measure(p, 2)
   assert report['sentences'] == {'count': 90, 'median_words': 5.0, 'fraction_over_100_words': pytest.approx(1 / 3),
                                  'fraction_under_3_words': pytest.approx(1 / 3)}

@@ -231,23 +231,24 @@ def test_real_corpora_feed_per_host_shards_that_resume_exactly(wiki_dir, books_d
   config.data.source = f'wikiextractor:{wiki_dir}/*/wiki_*@3,gutenberg:{books_dir}/*.txt@1'
   config.data.chunk_documents = 8
   config.data.eval_fraction = 0.1
-  opened = pipeline.open_sources(config)
+  opened = pipeline.open_sources(config.data)
   for source in opened:
     ranges = [pipeline.document_ranges(len(source), 0.1, split, host, 2, source.name)
               for split in ('train', 'eval') for host in (0, 1)]
     assert sorted(d for first, stop in ranges for d in range(first, stop)) == list(range(len(source)))
-  reference = pipeline.Pipeline(config, builtin_tokenizer, host=1, host_count=2, batch_size=8, opened=opened)
+  reference = pipeline.Pipeline(config.data, builtin_tokenizer, host=1, host_count=2, batch_size=8, opened=opened)
   expected = [reference.next_batch() for _ in range(12)]
-  first = pipeline.Pipeline(config, builtin_tokenizer, host=1, host_count=2, batch_size=8)
+  first = pipeline.Pipeline(config.data, builtin_tokenizer, host=1, host_count=2, batch_size=8)
   for _ in range(5):
     first.next_batch()
-  resumed = pipeline.Pipeline(config, builtin_tokenizer, host=1, host_count=2, batch_size=8)
+  resumed = pipeline.Pipeline(config.data, builtin_tokenizer, host=1, host_count=2, batch_size=8)
   resumed.restore(json.loads(json.dumps(first.state())))
   for step in range(5, 12):
     batch = resumed.next_batch()
     for key in batch:
       np.testing.assert_array_equal(batch[key], expected[step][key], err_msg=f'step {step} {key}')
-  held_out = pipeline.held_out_sets(config, builtin_tokenizer, opened=opened)
+  held_out = pipeline.held_out_sets(config.data, builtin_tokenizer, config.train.batch_size,
+                                    config.train.eval_batches, opened=opened)
   assert sorted(held_out) == ['random', 'sop/gutenberg', 'sop/wikiextractor', 'swap']
   assert all(held_out['sop/gutenberg']) and all(held_out['sop/wikiextractor'])
 

@@ -140,11 +140,11 @@ HostPipeline = pipeline.Pipeline  # the real one, kept before a test replaces it
 class TwoHostData:
   """What the two hosts read together: host 0's batch followed by host 1's, as the global batch is assembled."""
 
-  def __init__(self, config, tokenizer, split='train', host=0, host_count=1, sentence_task=None, workers=0,
+  def __init__(self, data, tokenizer, batch_size, split='train', host=0, host_count=1, sentence_task=None, workers=0,
                opened=None):
     assert host_count == 1
-    self.hosts = [HostPipeline(config, tokenizer, split, h, 2, sentence_task=sentence_task, workers=workers,
-                               opened=opened) for h in range(2)]
+    self.hosts = [HostPipeline(data, tokenizer, batch_size, split, h, 2, sentence_task=sentence_task,
+                               workers=workers, opened=opened) for h in range(2)]
 
   def next_batch(self):
     return self.join([p.next_batch() for p in self.hosts])

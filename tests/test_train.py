@@ -240,7 +240,7 @@ def test_held_out_sets_are_evaluated_whole_and_padding_rows_do_not_count(tiny_co
   results = []
   for batch_size in (8, 32):
     config.train.batch_size = batch_size
-    sets = pipeline.held_out_sets(config, builtin_tokenizer)
+    sets = pipeline.held_out_sets(config.data, builtin_tokenizer, batch_size, config.train.eval_batches)
     for name in ('swap', 'random'):
       labels = np.concatenate([b['sentence_order_labels'] for b in sets[name]])
       assert np.all(labels[:np.sum(labels >= 0)] >= 0)  # padding rows (-1) only at the end

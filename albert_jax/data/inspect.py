@@ -84,7 +84,7 @@ def main(argv):
   del argv
   config = _CONFIG.value
   tokenizer = vocab.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
-  data_pipeline = pipeline.Pipeline(config, tokenizer, split=_SPLIT.value, batch_size=_BATCH_SIZE.value,
+  data_pipeline = pipeline.Pipeline(config.data, tokenizer, _BATCH_SIZE.value, split=_SPLIT.value,
                                     collect_stats=_STATS.value)
   if _STATS.value:
     print(json.dumps(measure(data_pipeline, _BATCHES.value), indent=2))

@@ -20,7 +20,7 @@ import numpy as np
 from albert_jax.data import instances as instances_lib
 from albert_jax.data import masking, sources
 from albert_jax.data.tokenizer import Tokenizer
-from albert_jax.config import validate
+from albert_jax.config import validate_data
 from albert_jax.errors import ConfigError
 
 FEATURES = ('input_ids', 'input_mask', 'segment_ids', 'masked_lm_positions', 'masked_lm_ids', 'masked_lm_weights',
@@ -241,19 +241,17 @@ class Pipeline:
   `opened`: the sources, already opened by open_sources (pipelines of one run share them: indexing is not free).
   """
 
-  def __init__(self, config, tokenizer: Tokenizer, split: str = 'train', host: int = 0, host_count: int = 1,
-               batch_size: Optional[int] = None, collect_stats: bool = False, sentence_task: Optional[str] = None,
+  def __init__(self, data, tokenizer: Tokenizer, batch_size: int, split: str = 'train', host: int = 0,
+               host_count: int = 1, collect_stats: bool = False, sentence_task: Optional[str] = None,
                workers: int = 0, opened: Optional[list] = None):
-    validate(config)
-    data = config.data
-    global_batch = batch_size or config.train.batch_size
-    if global_batch % host_count:
-      raise ConfigError(f'batch size {global_batch} is not divisible by the {host_count} hosts.')
+    validate_data(data)
+    if batch_size % host_count:
+      raise ConfigError(f'batch size {batch_size} is not divisible by the {host_count} hosts.')
     self.data, self.tokenizer, self.split = data, tokenizer, split
-    self.host, self.host_count, self.batch_size = host, host_count, global_batch // host_count
+    self.host, self.host_count, self.batch_size = host, host_count, batch_size // host_count
     self.stats = Stats() if collect_stats else None
     specs = sources.parse_specs(data.source)
-    self.sources = opened or open_sources(config)
+    self.sources = opened or open_sources(data)
     weights = np.array([spec.weight for spec in specs])
     self.weights = weights / weights.sum()
     self.streams = []
@@ -353,29 +351,31 @@ def worker_count(setting: int, devices) -> int:
   return min(accelerators, max((os.cpu_count() or 1) - 1, 1)) if accelerators else 0
 
 
-def open_sources(config) -> list:
+def open_sources(data) -> list:
   """Every source of data.source, opened (and so indexed) once, for all the pipelines of a run to share."""
-  return [sources.open_source(spec, config.data.tfds_data_dir) for spec in sources.parse_specs(config.data.source)]
+  return [sources.open_source(spec, data.tfds_data_dir) for spec in sources.parse_specs(data.source)]
 
 
-def held_out_sets(config, tokenizer: Tokenizer, host: int = 0, host_count: int = 1, opened=None) -> dict:
+def held_out_sets(data, tokenizer: Tokenizer, batch_size: int, eval_batches: int, host: int = 0,
+                  host_count: int = 1, opened=None) -> dict:
   """This host's held-out batches, made once and evaluated whole each time (step.evaluate): instances made as for
   training (the run's sentence task; MLM is measured on these) as 'sop', or with several sources one such set
   per source, 'sop/<label>' (metrics per source); and the probes 'swap' and 'random' over all sources.
-  train.eval_batches bounds each source's share of each set."""
-  opened = opened or open_sources(config)
-  made = lambda task: Pipeline(config, tokenizer, 'eval', host, host_count, sentence_task=task, opened=opened)
+  `eval_batches` (of `batch_size` over all hosts) bounds each source's share of each set."""
+  opened = opened or open_sources(data)
+  made = lambda task: Pipeline(data, tokenizer, batch_size, 'eval', host, host_count, sentence_task=task,
+                               opened=opened)
   own = made(None)
   if len(opened) == 1:
-    sets = {'sop': own.one_pass(config.train.eval_batches)}
+    sets = {'sop': own.one_pass(eval_batches)}
   else:
-    labels = source_labels(config)
-    sets = {f'sop/{label}': own.one_pass(config.train.eval_batches, stream=i) for i, label in enumerate(labels)}
-  return {**sets, **{task: made(task).one_pass(config.train.eval_batches) for task in ('swap', 'random')}}
+    labels = source_labels(data)
+    sets = {f'sop/{label}': own.one_pass(eval_batches, stream=i) for i, label in enumerate(labels)}
+  return {**sets, **{task: made(task).one_pass(eval_batches) for task in ('swap', 'random')}}
 
 
-def source_labels(config) -> list:
+def source_labels(data) -> list:
   """Each source's short name (its format, or its TFDS dataset), numbered where two would be the same."""
-  labels = [spec.label for spec in sources.parse_specs(config.data.source)]
+  labels = [spec.label for spec in sources.parse_specs(data.source)]
   return [f'{label}{labels[:i + 1].count(label)}' if labels.count(label) > 1 else label
           for i, label in enumerate(labels)]

@@ -1,0 +1,71 @@
+"""What a pretraining run (train.py) and a fine-tuning run (finetune.py) share around their own steps: the workdir
+and the mesh, host 0's voice, the compiled step with out of memory as a one-line error, and the loop's frame
+(TensorBoard, progress, SIGTERM, the non-finite check, a clean stop). Each entry point keeps its own main, which
+reads top to bottom in the order things happen; these are the steps of it that both take alike.
+"""
+import signal
+from typing import Callable
+
+import jax
+import numpy as np
+
+from albert_jax import checkpoint, metrics, paths, sharding
+from albert_jax import step as step_lib
+from albert_jax.errors import ConfigError
+
+
+def open_workdir(workdir: str, config, devices=None) -> tuple:
+  """(the workdir, made if need be, and the mesh): the workdir writable and shared by every host, holding no other
+  model's run; the mesh from config.mesh over `devices` (default: all)."""
+  workdir = paths.make_folder(workdir)
+  checkpoint.check_shared(workdir)
+  checkpoint.check_workdir(workdir, config)
+  return workdir, sharding.make_mesh(config.mesh, devices)
+
+
+def host_voice() -> Callable[[str], None]:
+  """print for host 0, which speaks for all; on a pod its lines say so, as each worker's log is read on its own."""
+  host, hosts = jax.process_index(), jax.process_count()
+  return lambda text: print(f'[host 0/{hosts}] ' * (hosts > 1) + text, flush=True) if host == 0 else None
+
+
+def compile_step(program, abstract_state, abstract_batch, mesh, what: str, fix: str):
+  """The train step compiled ahead of time; a step too big for the devices stops here, before a checkpoint is
+  restored or a batch is made, in one line: the `what` step does not fit, and `fix`."""
+  try:
+    return step_lib.compile_train_step(program, abstract_state, abstract_batch, mesh)
+  except step_lib.OutOfMemory as e:
+    raise ConfigError(f'the {what} step does not fit in device memory ({e}): {fix}') from None
+
+
+class Loop:
+  """The frame of a training loop: TensorBoard's writer (host 0), steps/s and MFU, SIGTERM turned into a flag the
+  loop checks after each step (a preempted VM gets a checkpoint, then a clean exit), and the non-finite check."""
+
+  def __init__(self, workdir, num_steps: int, flops_per_step: float, mesh):
+    self.stop_signal = None
+    signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, 'stop_signal', signum))
+    self.writer = metrics.Writer(workdir, enabled=jax.process_index() == 0)
+    self.peak, self.peak_source = metrics.peak_flops_per_device()
+    self.progress = metrics.Progress(num_steps, flops_per_step, self.peak, len(mesh.devices.flat))
+
+  @property
+  def preempted(self) -> bool:
+    return self.stop_signal is not None
+
+  def check_finite(self, step: int, step_metrics: dict, checkpoints, advice: str, close=()) -> None:
+    """Stops the run where the loss or the gradient is not finite, saving nothing from this step; what is open
+    (`close`, the checkpoints' writes, the curves up to here, which are what tells why) is closed first."""
+    if all(np.isfinite(step_metrics[k]) for k in ('loss', 'grad_norm')):
+      return
+    self.finish(checkpoints, close)
+    raise FloatingPointError(f'non-finite loss or gradient at step {step} (loss {step_metrics["loss"]}, gradient '
+                             f'norm {step_metrics["grad_norm"]}); nothing was saved from this step. The last '
+                             f'checkpoint is intact: {advice} and resume.')
+
+  def finish(self, checkpoints, close=()) -> None:
+    """Closes what is open, waits for the checkpoints' writes, and writes the curves out."""
+    for thing in close:
+      thing.close()
+    checkpoints.wait_until_finished()
+    self.writer.close()
