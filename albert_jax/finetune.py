@@ -153,7 +153,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   validate_finetune(config, model_config)
   config = ml_collections.ConfigDict(config.to_dict())  # unlocked copy: the model actually fine-tuned is recorded
   config.model = ml_collections.ConfigDict(model_config.__dict__)
-  workdir, mesh = run.open_workdir(workdir, config, devices)
+  mesh = run.check_workdir_and_make_mesh(workdir, config, devices)
   for name in ('batch_size', 'eval_batch_size'):
     sharding.check_batch_size(config.train[name], mesh, f' (config.train.{name})',
                               config.train.grad_accum_steps if name == 'batch_size' else 1)

@@ -1,5 +1,5 @@
 """What a pretraining run (train.py) and a fine-tuning run (finetune.py) share around their own steps: the workdir
-and the mesh, host 0's voice, the compiled step with out of memory as a one-line error, and the loop's frame
+checks and the mesh, host 0's voice, the compiled step with out of memory as a one-line error, and the loop's frame
 (TensorBoard, progress, SIGTERM, the non-finite check, a clean stop). Each entry point keeps its own main, which
 reads top to bottom in the order things happen; these are the steps of it that both take alike.
 """
@@ -14,13 +14,12 @@ from albert_jax import step as step_lib
 from albert_jax.errors import ConfigError
 
 
-def open_workdir(workdir: str, config, devices=None) -> tuple:
-  """(the workdir, made if need be, and the mesh): the workdir writable and shared by every host, holding no other
-  model's run; the mesh from config.mesh over `devices` (default: all)."""
-  workdir = paths.make_folder(workdir)
+def check_workdir_and_make_mesh(workdir: paths.Path, config, devices=None):
+  """The mesh from config.mesh over `devices` (default: all), once the workdir (made by paths.make_folder, the
+  entry point's first check) is known to be shared by every host and to hold no other model's run."""
   checkpoint.check_shared(workdir)
   checkpoint.check_workdir(workdir, config)
-  return workdir, sharding.make_mesh(config.mesh, devices)
+  return sharding.make_mesh(config.mesh, devices)
 
 
 def host_voice() -> Callable[[str], None]:

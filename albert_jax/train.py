@@ -58,7 +58,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   model_config = validate(config)
   paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir,
                         config.train.blimp)
-  workdir, mesh = run.open_workdir(workdir, config, devices)
+  workdir = paths.make_folder(workdir)
+  mesh = run.check_workdir_and_make_mesh(workdir, config, devices)
   sharding.check_batch_size(config.train.batch_size, mesh, microbatches=config.train.grad_accum_steps)
   model_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
   host, hosts = jax.process_index(), jax.process_count()

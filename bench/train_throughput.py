@@ -14,11 +14,11 @@ import os
 
 import jax
 
-from albert_jax import sharding
+from albert_jax import metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate
 from albert_jax.summary import training_flops_per_sequence
-from shared import hf_mlm_labels, jax_matmul_flops, random_batch, time_interleaved, torch_matmul_flops, train_py_step
+from shared import hf_mlm_labels, random_batch, time_interleaved, torch_matmul_flops, train_py_step
 
 
 def ours(config, batch):
@@ -80,7 +80,7 @@ def main():
   tokens = batch_size * seq_len
   seconds, load = time_interleaved({'ours': ours(config, batch), 'hf': huggingface(config, batch)}, args.steps)
   ours_step, hf_step = seconds['ours'], seconds['hf']
-  peak, torch_peak = jax_matmul_flops(), torch_matmul_flops()
+  peak, torch_peak = metrics.measured_matmul_flops(size=2048), torch_matmul_flops()
   flops = training_flops_per_sequence(model_config, seq_len, predictions) * batch_size
   # HF computes MLM logits at every position, not only at the masked ones: count its extra work too.
   hf_flops = training_flops_per_sequence(model_config, seq_len, seq_len) * batch_size
