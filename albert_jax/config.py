@@ -101,6 +101,12 @@ def finetune_defaults() -> ml_collections.ConfigDict:
   config.task.data = 'tfds'  # 'tfds', or the folder or file in the original's format
   config.task.max_seq_length = 512
   config.task.classifier_dropout = 0.1  # the original's hard-coded 0.1 on the pooled output
+  # Batches padded to this many fixed lengths, chosen from the training rows (downstream/lengths.py), not all to
+  # max_seq_length: the same model outputs, as many compiled shapes. 0: every batch padded to max_seq_length.
+  config.task.length_buckets = 4
+  # Training batches drawn by length too (rows of a similar length together; HF's group_by_length): least padding,
+  # another order of examples. Off: the order is the seeded permutation alone.
+  config.task.group_by_length = False
   # 0: every training example; N: a random N of them, drawn by train.seed (label-efficiency curves; runs of two
   # inits with one seed see the same N).
   config.task.train_examples = 0
@@ -135,6 +141,9 @@ def validate_finetune(config: ml_collections.ConfigDict, model: ModelConfig) -> 
                       f'model\'s max_position_embeddings {model.max_position_embeddings}.')
   if not 0 <= config.task.classifier_dropout < 1:
     raise ConfigError(f'config.task.classifier_dropout must be in [0, 1), got {config.task.classifier_dropout}.')
+  if config.task.length_buckets < 0:
+    raise ConfigError(f'config.task.length_buckets must be 0 (pad to max_seq_length) or a count, got '
+                      f'{config.task.length_buckets}.')
   if config.task.train_examples < 0:
     raise ConfigError(f'config.task.train_examples must be 0 (all) or a count, got {config.task.train_examples}.')
   _check_train(config.train, ('batch_size', 'grad_accum_steps', 'eval_batch_size', 'num_steps', 'log_every',

@@ -25,7 +25,7 @@ from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
 from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import Tokenizer
-from albert_jax.downstream import Task, builtin, glue, heads, race, squad
+from albert_jax.downstream import Task, builtin, glue, heads, lengths, race, squad
 from albert_jax.errors import ConfigError
 from albert_jax.model import RUNTIME_FIELDS, ModelConfig, model_shape
 from albert_jax.summary import training_flops_per_sequence
@@ -77,17 +77,6 @@ def place(tree, shardings):
                       tree, shardings)
 
 
-def training_rows(count: int, step: int, batch_size: int, seed: int, host: int, hosts: int) -> np.ndarray:
-  """This host's rows of the global batch at `step`: epochs of seeded permutations laid end to end, so a batch
-  is a function of the step alone (and resuming is exact without any data state)."""
-  positions = np.arange(step * batch_size, (step + 1) * batch_size)
-  epochs, offsets = positions // count, positions % count
-  orders = {e: np.random.default_rng([seed, e]).permutation(count) for e in np.unique(epochs)}
-  rows = np.array([orders[e][o] for e, o in zip(epochs, offsets)])
-  per_host = batch_size // hosts
-  return rows[host * per_host:(host + 1) * per_host]
-
-
 def train_subset(examples: list, count: int, seed: int, task_name: str) -> list:
   """`count` of the training examples drawn without replacement by `seed` (all of them for 0), in file order."""
   if not count:
@@ -98,17 +87,29 @@ def train_subset(examples: list, count: int, seed: int, task_name: str) -> list:
   return [examples[i] for i in sorted(np.random.default_rng([seed, 1]).choice(len(examples), count, replace=False))]
 
 
-def evaluate(program, params, features: dict, batch_size: int, mesh) -> dict:
-  """The eval step's outputs for every row of `features`, in order (the last batch padded with weight-0 rows)."""
-  count, host, hosts = len(features['weights']), jax.process_index(), jax.process_count()
-  per_host, outputs = batch_size // hosts, []
-  for start in range(0, count, batch_size):
-    rows = np.arange(start, start + batch_size)[host * per_host:(host + 1) * per_host]
-    batch = {k: v[np.minimum(rows, count - 1)] for k, v in features.items()}
-    batch['weights'] = np.where(rows < count, batch['weights'], 0).astype(np.float32)
+def evaluate(program, params, features: dict, batch_size: int, fixed: tuple, mesh) -> dict:
+  """The eval step's outputs for every row of `features`, in order: batches of rows of similar length, each cut to
+  its fixed length (lengths.py), the last padded with weight-0 rows."""
+  host, hosts = jax.process_index(), jax.process_count()
+  max_length, per_host = features['input_ids'].shape[-1], batch_size // hosts
+  row_lengths = lengths.row_lengths(features)
+  order, outputs = [], []
+  for rows, length in lengths.evaluation_batches(row_lengths, batch_size, fixed):
+    order.append(rows)
+    padded = np.concatenate([rows, np.full(batch_size - len(rows), rows[-1])])[host * per_host:(host + 1) * per_host]
+    batch = lengths.cut({k: v[padded] for k, v in features.items()}, length, max_length)
+    batch['weights'] = np.where(np.arange(batch_size)[host * per_host:(host + 1) * per_host] < len(rows),
+                                batch['weights'], 0).astype(np.float32)
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-      outputs.append(jax.device_get(program.eval_step(params, sharding.global_batch(batch, mesh))))
-  return {k: np.concatenate([o[k] for o in outputs])[:count] for k in outputs[0]}
+      out = jax.device_get(program.eval_step(params, sharding.global_batch(batch, mesh)))
+    outputs.append({k: v[:len(rows)] for k, v in lengths.pad_outputs(out, length, max_length).items()})
+  order = np.concatenate(order)
+  in_order = {}
+  for k in outputs[0]:
+    values = np.concatenate([o[k] for o in outputs])
+    in_order[k] = np.empty_like(values)
+    in_order[k][order] = values
+  return in_order
 
 
 def random_init_flags(pretrained: dict) -> list:
@@ -171,12 +172,16 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
                      None)
   features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in splits.items()}
   majority = majority_rates(features)
+  max_length = config.task.max_seq_length
+  fixed = lengths.for_task(features, config.task.length_buckets, max_length)
+  train_lengths = lengths.row_lengths(features['train'])
+  batches = lengths.TrainingBatches(train_lengths, fixed, config.train.batch_size, config.train.seed,
+                                    config.task.group_by_length, host, hosts)
 
   def majority_text(key: str) -> list:
     """Beside a dev split's accuracy, what always answering the training set's most frequent label scores there."""
     split = next((s for s in majority if key == f'{split_prefix(s)}accuracy'), None)
     return [f'majority {majority[split]:.3f}'] if split else []
-  train_count = len(features['train']['weights'])
   say(f'{task.name}: ' + ', '.join(f'{split} {len(examples):,}' for split, (examples, _) in splits.items()) +
       f' examples; starting from {init_description}')
 
@@ -188,11 +193,16 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       lambda params, batch, rng, deterministic, norms: task.loss(model, params, batch, rng, deterministic, norms),
       task.normalizers, lambda params, batch: task.predict(model, params, batch), config.train, mesh)
   abstract_state = program.abstract_state()
-  abstract_batch = {k: jax.ShapeDtypeStruct((config.train.batch_size, *v.shape[1:]), v.dtype,
-                                            sharding=program.batch_sharding)
-                    for k, v in features['train'].items()}
-  train_step = run.compile_step(program, abstract_state, abstract_batch, mesh, 'fine-tuning',
-                                'lower config.train.batch_size, or set train.grad_accum_steps or model.remat')
+  # One compiled step per fixed length the training batches are padded to (the longest first: out of memory there
+  # is found before the others compile).
+  train_steps = {}
+  for length in sorted({lengths.fitting(int(n), fixed) for n in train_lengths}, reverse=True):
+    abstract_batch = {k: jax.ShapeDtypeStruct((config.train.batch_size, *v.shape[1:]), v.dtype,
+                                              sharding=program.batch_sharding)
+                      for k, v in lengths.cut(features['train'], length, max_length).items()}
+    train_steps[length] = run.compile_step(
+        program, abstract_state, abstract_batch, mesh, 'fine-tuning',
+        'lower config.train.batch_size, or set train.grad_accum_steps or model.remat')
 
   # ---- State: the newest complete checkpoint, else the pretrained parameters under a new head.
   checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints, best_metric=task.metric)
@@ -211,23 +221,25 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
         state = {**state, 'params': params}
 
   score = lambda params, split: task.score(evaluate(program, params, features[split], config.train.eval_batch_size,
-                                                    mesh), splits[split][0], features[split], split,
+                                                    fixed, mesh), splits[split][0], features[split], split,
                                            split_prefix(split))
 
   # ---- The loop: train; at every checkpoint, score dev and save with the score.
   sequences = int(np.prod(features['train']['input_ids'].shape[1:-1]))  # per example: RACE has 4 (one per option)
-  flops_per_step = (training_flops_per_sequence(model_config, config.task.max_seq_length, 0) * sequences *
-                    config.train.batch_size)
-  loop = run.Loop(workdir, config.train.num_steps, flops_per_step, mesh)
+  flops_per_step = {length: training_flops_per_sequence(model_config, length, 0) * sequences *
+                    config.train.batch_size for length in train_steps}
+  loop = run.Loop(workdir, config.train.num_steps, flops_per_step[max(train_steps)], mesh)
   say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh '
-      f'{dict(mesh.shape)}, {hosts} host(s); best checkpoint by dev {task.metric}')
+      f'{dict(mesh.shape)}, {hosts} host(s); best checkpoint by dev {task.metric}; batches padded to '
+      f'{", ".join(map(str, sorted(train_steps)))} of {max_length} positions'
+      + (', grouped by length' if config.task.group_by_length else ''))
   step = first_step
   while step < config.train.num_steps:
-    rows = training_rows(train_count, step, config.train.batch_size, config.train.seed, host, hosts)
-    batch = {k: v[rows] for k, v in features['train'].items()}
+    rows, length = batches(step)
+    batch = lengths.cut({k: v[rows] for k, v in features['train'].items()}, length, max_length)
     with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-      state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
-    loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
+      state, step_metrics = train_steps[length](state, sharding.global_batch(batch, mesh))
+    loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts, flops_per_step[length])
     step += 1
     step_metrics = jax.device_get(step_metrics)
     loop.check_finite(step, step_metrics, checkpoints, 'lower train.learning_rate')
@@ -261,7 +273,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   for split, (examples, leaderboard_file) in splits.items():
     if split == 'train':
       continue
-    outputs = evaluate(program, best, features[split], config.train.eval_batch_size, mesh)
+    outputs = evaluate(program, best, features[split], config.train.eval_batch_size, fixed, mesh)
     if split.startswith('dev'):
       result.update(task.score(outputs, examples, features[split], split, split_prefix(split)))
     if host == 0:

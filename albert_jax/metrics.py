@@ -4,6 +4,7 @@ import os
 import resource
 import socket
 import time
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -47,14 +48,15 @@ class Progress:
   def __init__(self, last_step: int, flops_per_step: float, peak_flops: float, devices: int):
     self.last_step, self.flops_per_step, self.peak = last_step, flops_per_step, peak_flops * devices
     self.mark_time = None
-    self.steps = self.examples = self.tokens = 0
+    self.steps = self.examples = self.tokens = self.flops = 0
 
-  def add(self, examples: int, tokens: int) -> None:
-    """One step has finished."""
+  def add(self, examples: int, tokens: int, flops: Optional[float] = None) -> None:
+    """One step has finished; `flops`: its work where steps differ (fine-tuning's lengths), else flops_per_step."""
     if self.mark_time is None:
       self.mark_time = time.perf_counter()
       return
     self.steps, self.examples, self.tokens = self.steps + 1, self.examples + examples, self.tokens + tokens
+    self.flops += self.flops_per_step if flops is None else flops
 
   def report(self, step: int) -> dict:
     """Rates since the last report; empty while warming up."""
@@ -63,9 +65,9 @@ class Progress:
     now = time.perf_counter()
     seconds = now - self.mark_time
     out = {'steps_per_sec': self.steps / seconds, 'examples_per_sec': self.examples / seconds,
-           'tokens_per_sec': self.tokens / seconds, 'mfu': self.flops_per_step * self.steps / seconds / self.peak,
+           'tokens_per_sec': self.tokens / seconds, 'mfu': self.flops / seconds / self.peak,
            'eta_seconds': (self.last_step - step) * seconds / self.steps}
-    self.mark_time, self.steps, self.examples, self.tokens = now, 0, 0, 0
+    self.mark_time, self.steps, self.examples, self.tokens, self.flops = now, 0, 0, 0, 0
     return out
 
   @staticmethod

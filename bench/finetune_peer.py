@@ -2,18 +2,24 @@
 on a GLUE task, from one pretraining checkpoint, with the same examples, batches and settings.
 
   python bench/finetune_peer.py --init=/tmp/albert_wiki_books/run --glue=../shared/data/glue \
-      [--task=sst2] [--learning_rate=3e-4] [--steps=1000] [--seeds=1] [--workdir=/tmp/finetune_peer]
+      [--task=sst2] [--learning_rate=3e-4] [--steps=1000] [--seeds=1] [--length_buckets=4] [--group_by_length] \
+      [--workdir=/tmp/finetune_peer]
 
-Ours is `albert_jax.finetune` as a user runs it (in this process). HF starts from the same checkpoint exported as
-`convert --to=hf` writes it (its classifier initialised by HF), and is fed the same features (our tokenizer and
-feature code) in the same order (finetune.training_rows), batch 32. Both: linear warmup over the first 10% of the
+Ours is `albert_jax.finetune` as a user runs it (in this process), its batches padded to `--length_buckets` fixed
+lengths (0: all to the task's max_seq_length), grouped by length with `--group_by_length`. HF starts from the same
+checkpoint exported as `convert --to=hf` writes it (its classifier initialised by HF), and is fed the same features
+(our tokenizer and feature code) in the same batches (lengths.TrainingBatches), batch 32, in two arms: every batch
+padded to max_seq_length (as the original pads), and each batch padded to its longest row (what HF's
+DataCollatorWithPadding does, HF's usual way). Both: linear warmup over the first 10% of the
 steps and linear decay to 0, weight decay 0.01 (not on LayerNorm and biases), gradient clipping at 1, the model's
 dropout and the classifier's 0.1, dev scored at the same four checkpoints and the best one kept. The optimizers
 differ where each side's users have them: ours is the original's AdamW (no bias correction), HF's is
-torch.optim.AdamW (with it). Throughput is examples/s of training steps only: the median over windows of 10
-steps (ours from its TensorBoard rates, where the window after a dev evaluation is an outlier the median drops;
-HF timed around its steps), all of this machine's threads for both. Prints each one's best dev accuracy, McNemar's
-exact test between them on the same dev examples, and examples/s. Needs the [hf] extra.
+torch.optim.AdamW (with it). Throughput is examples/s of training steps, timed alike: the median over windows of 10
+steps of the loop's wall time, batch making included (ours from its TensorBoard rates, where the window after a dev
+evaluation is an outlier the median drops; HF's loop timed the same way without its dev evaluations), all of this
+machine's threads for both. Per unit of work: the padded positions per example each arm computes, and the ratio of
+positions/s. Prints each arm's best dev accuracy, McNemar's exact test between ours and each HF arm on the same dev
+examples, and examples/s. Needs the [hf] extra.
 """
 import argparse
 import json
@@ -30,6 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
 from albert_jax import finetune, interop, paths, stats  # noqa: E402
+from albert_jax.downstream import lengths  # noqa: E402
 from shared import GLUE_TASKS, glue_task_config, tensorboard_scalars  # noqa: E402
 
 WINDOW = 10  # steps per throughput window
@@ -42,7 +49,15 @@ def peer_config(args, seed: int):
   config.train.update(learning_rate=args.learning_rate, num_steps=args.steps, warmup_steps=args.steps // 10,
                       checkpoint_every=args.steps // 4, log_every=WINDOW, seed=seed, batch_size=BATCH,
                       eval_batch_size=BATCH)
+  config.task.update(length_buckets=args.length_buckets, group_by_length=args.group_by_length)
   return config
+
+
+def training_batches(config, features: dict) -> lengths.TrainingBatches:
+  """The rows of each step's batch and the fixed length ours pads it to, as finetune.py makes them."""
+  fixed = lengths.for_task(features, config.task.length_buckets, config.task.max_seq_length)
+  return lengths.TrainingBatches(lengths.row_lengths(features['train']), fixed, BATCH, config.train.seed,
+                                 config.task.group_by_length)
 
 
 def run_ours(config, workdir: paths.Path) -> dict:
@@ -56,7 +71,8 @@ def run_ours(config, workdir: paths.Path) -> dict:
           'examples_per_sec': float(np.median(rates))}
 
 
-def run_hf(config, params, model_config, features: dict, seed: int) -> dict:
+def run_hf(config, params, model_config, features: dict, seed: int, pad: str) -> dict:
+  """HF's run on our batches, each padded to max_seq_length (`pad` 'max') or to its longest row ('longest')."""
   import torch
   import transformers
   torch.set_num_threads(os.cpu_count())
@@ -88,13 +104,16 @@ def run_hf(config, params, model_config, features: dict, seed: int) -> dict:
     model.train()
     return np.concatenate(out)
 
-  gold, count = features['dev']['label_ids'], len(features['train']['weights'])
-  best, rates, window = None, [], 0.0
+  gold, batches = features['dev']['label_ids'], training_batches(config, features)
+  max_length, train_lengths = config.task.max_seq_length, lengths.row_lengths(features['train'])
+  best, rates, window, positions = None, [], 0.0, 0
   model.train()
   for step in range(steps):
-    rows = finetune.training_rows(count, step, BATCH, train.seed, 0, 1)
-    batch = {k: v[rows] for k, v in features['train'].items()}
     started = time.perf_counter()
+    rows, _ = batches(step)
+    length = max_length if pad == 'max' else int(train_lengths[rows].max())
+    batch = lengths.cut({k: v[rows] for k, v in features['train'].items()}, length, max_length)
+    positions += BATCH * length
     loss = model(**inputs(batch), labels=tensor(batch['label_ids'])).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), train.clip_norm)
@@ -112,7 +131,7 @@ def run_hf(config, params, model_config, features: dict, seed: int) -> dict:
             (f', {np.median(rates):.0f} ex/s' if rates else ''), flush=True)
       if best is None or accuracy >= best['accuracy']:  # ties to the later checkpoint
         best = {'accuracy': accuracy, 'best_step': step + 1, 'predicted': predicted}
-  return {**best, 'examples_per_sec': float(np.median(rates))}
+  return {**best, 'examples_per_sec': float(np.median(rates)), 'positions_per_example': positions / steps / BATCH}
 
 
 def main(argv=None) -> dict:
@@ -123,6 +142,8 @@ def main(argv=None) -> dict:
   parser.add_argument('--learning_rate', type=float, default=3e-4)
   parser.add_argument('--steps', type=int, default=1000)
   parser.add_argument('--seeds', type=int, default=1)
+  parser.add_argument('--length_buckets', type=int, default=4, help="ours' task.length_buckets (0: pad to the maximum)")
+  parser.add_argument('--group_by_length', action='store_true', help="ours' task.group_by_length, and HF's batches")
   parser.add_argument('--workdir', default=os.path.join(tempfile.gettempdir(), 'albert_finetune_peer'),
                       help='our runs\' workdirs (a finished one is read back, not run again)')
   args = parser.parse_args(argv)
@@ -134,30 +155,45 @@ def main(argv=None) -> dict:
   task = finetune.make_task(config)
   features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in task.splits().items()}
   gold, rows = features['dev']['label_ids'], []
+  arms = {'hf_max': 'max', 'hf_longest': 'longest'}
   for seed in range(args.seeds):
     config = peer_config(args, seed)
     print(f'seed {seed}: ours', flush=True)
-    ours = run_ours(config, root / f'{args.task},lr={args.learning_rate:g},steps={args.steps},seed={seed}')
-    print(f'seed {seed}: HF', flush=True)
-    hf = run_hf(config, params, model_config, features, seed)
-    rows.append({'seed': seed, 'ours': {k: v for k, v in ours.items() if k != 'predicted'},
-                 'hf': {k: v for k, v in hf.items() if k != 'predicted'},
-                 'mcnemar_p': stats.mcnemar(ours['predicted'] == gold, hf['predicted'] == gold)})
+    name = (f'{args.task},lr={args.learning_rate:g},steps={args.steps},buckets={args.length_buckets}'
+            f'{",grouped" if args.group_by_length else ""},seed={seed}')
+    ours = run_ours(config, root / name)
+    batches = training_batches(config, features)
+    ours['positions_per_example'] = float(np.mean([batches(step)[1] for step in range(args.steps)]))
+    row = {'seed': seed, 'ours': ours}
+    for arm, pad in arms.items():
+      print(f'seed {seed}: HF padded to {pad}', flush=True)
+      row[arm] = run_hf(config, params, model_config, features, seed, pad)
+      row[f'{arm}_mcnemar_p'] = stats.mcnemar(ours['predicted'] == gold, row[arm]['predicted'] == gold)
+    for side in ('ours', *arms):
+      row[side].pop('predicted')
+    rows.append(row)
   print(f'\n{args.task} dev (n {len(gold):,}), {args.steps} steps of {BATCH}, lr {args.learning_rate:g}, from '
-        f'{args.init}; {os.cpu_count()} threads')
-  print('| seed | ours: dev accuracy (step) | HF: dev accuracy (step) | McNemar p | ours ex/s | HF ex/s | ours/HF |')
-  print('|---|---|---|---|---|---|---|')
+        f'{args.init}; ours padded to {args.length_buckets or "no"} fixed lengths'
+        f'{", grouped by length" if args.group_by_length else ""}; {os.cpu_count()} threads')
+  print('| seed | arm | dev accuracy (step) | McNemar p vs ours | examples/s | padded positions per example | '
+        'ours/arm examples/s | ours/arm positions/s (equal work) |')
+  print('|---|---|---|---|---|---|---|---|')
   for r in rows:
-    o, h = r['ours'], r['hf']
-    print(f'| {r["seed"]} | {o["accuracy"]:.4f} ({o["best_step"]}) | {h["accuracy"]:.4f} ({h["best_step"]}) | '
-          f'{r["mcnemar_p"]:.3g} | {o["examples_per_sec"]:.0f} | {h["examples_per_sec"]:.0f} | '
-          f'{o["examples_per_sec"] / h["examples_per_sec"]:.2f}x |')
+    o = r['ours']
+    for side in ('ours', *arms):
+      a = r[side]
+      p_value = f'{r[side + "_mcnemar_p"]:.3g}' if side != 'ours' else ''
+      ratio = o['examples_per_sec'] / a['examples_per_sec']
+      work = ratio * o['positions_per_example'] / a['positions_per_example']
+      print(f'| {r["seed"]} | {side} | {a["accuracy"]:.4f} ({a["best_step"]}) | {p_value} | '
+            f'{a["examples_per_sec"]:.0f} | {a["positions_per_example"]:.1f} | {ratio:.2f}x | {work:.2f}x |')
   if len(rows) > 1:
     def spread(side: str, key: str, digits: int) -> str:
       values = [r[side][key] for r in rows]
       return f'{np.mean(values):.{digits}f} ± {np.std(values, ddof=1):.{digits}f}'
-    print(f'mean ± sd over {len(rows)} seeds: ours {spread("ours", "accuracy", 4)}, HF {spread("hf", "accuracy", 4)}; '
-          f'examples/s ours {spread("ours", "examples_per_sec", 0)}, HF {spread("hf", "examples_per_sec", 0)}')
+    for side in ('ours', *arms):
+      print(f'mean ± sd over {len(rows)} seeds, {side}: dev accuracy {spread(side, "accuracy", 4)}, examples/s '
+            f'{spread(side, "examples_per_sec", 0)}')
   (root / 'peer.json').write_text(json.dumps(rows, indent=2) + '\n')
   return {'rows': rows}
 

@@ -1,17 +1,19 @@
 """What the benches share, so that each measures the same way and none imports another: a random pretraining batch
-and the labels HF's pretraining head wants for it, the matmul rates of both frameworks, steps timed in alternating
+and the labels HF's pretraining head wants for it, HF's pretraining model and its loss (stock, or at the masked
+positions alone), the matmul rates of both frameworks, steps timed in alternating
 blocks with the machine's load recorded, a run's TensorBoard scalars, and the downstream benches' GLUE settings.
 """
 import os
 import pathlib
 import statistics
+import tempfile
 import time
 
 import flax.linen as nn
 import jax
 import numpy as np
 
-from albert_jax import paths, sharding
+from albert_jax import interop, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import from_file
 
@@ -55,6 +57,48 @@ def hf_mlm_labels(batch: dict) -> np.ndarray:
   rows = np.nonzero(weighted)[0]
   labels[rows, np.asarray(batch['masked_lm_positions'])[weighted]] = np.asarray(batch['masked_lm_ids'])[weighted]
   return labels
+
+
+def hf_pretraining_model(shape, params=None):
+  """HF's AlbertForPreTraining of `shape` (a ModelConfig) without dropout, as ours is timed: with our `params`
+  (through interop's HF export, what `convert --to=hf` writes), or HF's own initialisation."""
+  import transformers
+  if params is None:
+    return transformers.AlbertForPreTraining(transformers.AlbertConfig(
+        vocab_size=shape.vocab_size, embedding_size=shape.embedding_size, hidden_size=shape.hidden_size,
+        num_hidden_layers=shape.num_layers, num_attention_heads=shape.num_heads,
+        intermediate_size=shape.intermediate_size, max_position_embeddings=shape.max_position_embeddings,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0))
+  with tempfile.TemporaryDirectory() as folder:
+    interop.save_hf(folder, params, shape)
+    return transformers.AlbertForPreTraining.from_pretrained(folder, hidden_dropout_prob=0.0,
+                                                             attention_probs_dropout_prob=0.0,
+                                                             classifier_dropout_prob=0.0)
+
+
+def hf_pretraining_loss(hf, batch: dict, masked_only: bool):
+  """() -> HF's pretraining loss on our batch (MLM over the masked pieces + SOP). Stock (`masked_only` False) HF's
+  head computes the vocabulary's logits at every position, as an HF user's model does; `masked_only` runs the same
+  modules with the MLM head at the masked positions alone, as ours does: the same work, so that the two
+  implementations can be compared at it."""
+  import torch
+  long = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.long)
+  inputs = {'input_ids': long(batch['input_ids']), 'token_type_ids': long(batch['segment_ids']),
+            'attention_mask': long(batch['input_mask'])}
+  order, labels = long(batch['sentence_order_labels']), torch.as_tensor(hf_mlm_labels(batch))
+  positions, ids = long(batch['masked_lm_positions']), long(batch['masked_lm_ids'])
+  weights = torch.as_tensor(np.asarray(batch['masked_lm_weights'], np.float32)).flatten()
+
+  def loss():
+    if not masked_only:
+      return hf(**inputs, labels=labels, sentence_order_label=order).loss
+    sequence, pooled = hf.albert(**inputs, return_dict=False)[:2]
+    gathered = torch.gather(sequence, 1, positions[..., None].expand(-1, -1, sequence.shape[-1]))
+    mlm = torch.nn.functional.cross_entropy(hf.predictions(gathered).flatten(0, 1), ids.flatten(), reduction='none')
+    sop = torch.nn.functional.cross_entropy(hf.sop_classifier(pooled), order)
+    return (mlm * weights).sum() / weights.sum() + sop
+
+  return loss
 
 
 def time_interleaved(steps_by_name: dict, repeats: int, block: int = 1) -> tuple:

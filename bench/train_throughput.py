@@ -1,13 +1,17 @@
-"""Training throughput on this machine: albert_jax's train step against HF transformers' AlbertForPreTraining.
+"""Training throughput on this machine: albert_jax's train step against HF transformers' AlbertForPreTraining,
+stock and at equal work.
 
   python bench/train_throughput.py [--config=configs/base.py] [--batch=8] [--seq_len=128] [--steps=6]
 
-Both train the config's model shape (default ALBERT-base: V 30000, E 128, H 768, 12 layers, 12 heads, FFN 3072) in
-float32 without dropout on the same random batch (the config's masked positions per sequence, SOP labels), with
-their steps interleaved in this process: ours is train.py's step (its metrics included) with the config's optimizer
-(LAMB, the original's), HF torch.optim.AdamW (its usual recipe), both clipping the gradient norm as configured. Batch and sequence length are the flags' (for ALBERT-base) or the config's (any other config).
-Reports the median step, tokens/s, the ratio, and each framework's MFU against its own measured float32 matmul rate.
-The last line is `ratio: N.NNx HF tokens/s ...`. Needs the [hf] extra.
+All arms train the config's model shape (default ALBERT-base: V 30000, E 128, H 768, 12 layers, 12 heads, FFN 3072)
+in float32 without dropout on the same random batch (the config's masked positions per sequence, SOP labels), their
+steps alternated in this process (bench/shared.py): ours is train.py's step (its metrics included) with the
+config's optimizer (LAMB, the original's); HF's, with torch.optim.AdamW (its usual recipe) and the same gradient
+clipping, stock (its MLM head computes the vocabulary's logits at every position, as an HF user's model does) and
+with the head at the masked positions alone (the work ours does). Batch and sequence length are the flags' (for
+ALBERT-base) or the config's (any other config). Prints, for each arm: the median step, tokens/s, FLOPs per token,
+MFU against its framework's measured float32 matmul rate, and ours against it in tokens/s and at equal work (FLOP/s
+against FLOP/s). The last line is `ratio: ...`. Needs the [hf] extra.
 """
 import argparse
 import os
@@ -18,7 +22,8 @@ from albert_jax import metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate
 from albert_jax.summary import training_flops_per_sequence
-from shared import hf_mlm_labels, random_batch, time_interleaved, torch_matmul_flops, train_py_step
+from shared import (hf_pretraining_loss, hf_pretraining_model, random_batch, time_interleaved, torch_matmul_flops,
+                    train_py_step)
 
 
 def ours(config, batch):
@@ -28,28 +33,20 @@ def ours(config, batch):
   return train_py_step(program, batch, mesh)[0]
 
 
-def huggingface(config, batch):
+def huggingface(config, batch, masked_only: bool):
+  """HF's step on its own initial weights, torch.optim.AdamW, clipped as ours; stock or with the MLM head at the
+  masked positions alone (shared.hf_pretraining_loss)."""
   import torch
-  import transformers
   torch.set_num_threads(os.cpu_count())
-  m = config.model
-  hf = transformers.AlbertForPreTraining(transformers.AlbertConfig(
-      vocab_size=m.vocab_size, embedding_size=m.embedding_size, hidden_size=m.hidden_size,
-      num_hidden_layers=m.num_layers, num_attention_heads=m.num_heads, intermediate_size=m.intermediate_size,
-      max_position_embeddings=m.max_position_embeddings, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-      classifier_dropout_prob=0.0))
+  torch.manual_seed(0)
+  hf = hf_pretraining_model(validate(config))
   hf.train()
   optimizer = torch.optim.AdamW(hf.parameters(), lr=1e-4, weight_decay=0.01)
-  labels = hf_mlm_labels(batch)
-  inputs = {'input_ids': torch.tensor(batch['input_ids'], dtype=torch.long),
-            'token_type_ids': torch.tensor(batch['segment_ids'], dtype=torch.long),
-            'attention_mask': torch.tensor(batch['input_mask'], dtype=torch.long),
-            'labels': torch.tensor(labels), 'sentence_order_label': torch.tensor(batch['sentence_order_labels'],
-                                                                                dtype=torch.long)}
+  loss = hf_pretraining_loss(hf, batch, masked_only)
 
   def step():
     optimizer.zero_grad(set_to_none=True)
-    hf(**inputs).loss.backward()
+    loss().backward()
     torch.nn.utils.clip_grad_norm_(hf.parameters(), config.train.clip_norm)  # as ours clips
     optimizer.step()
 
@@ -78,22 +75,38 @@ def main():
   predictions = config.data.max_predictions_per_seq
   batch = random_batch(batch_size, seq_len, predictions, model_config.vocab_size)
   tokens = batch_size * seq_len
-  seconds, load = time_interleaved({'ours': ours(config, batch), 'hf': huggingface(config, batch)}, args.steps)
-  ours_step, hf_step = seconds['ours'], seconds['hf']
+  arms = {'ours': ours(config, batch), 'hf': huggingface(config, batch, masked_only=False),
+          'hf_masked_only': huggingface(config, batch, masked_only=True)}
+  seconds, load = time_interleaved(arms, args.steps)
   peak, torch_peak = metrics.measured_matmul_flops(size=2048), torch_matmul_flops()
-  flops = training_flops_per_sequence(model_config, seq_len, predictions) * batch_size
-  # HF computes MLM logits at every position, not only at the masked ones: count its extra work too.
-  hf_flops = training_flops_per_sequence(model_config, seq_len, seq_len) * batch_size
+  # FLOPs per sequence: ours and HF masked-only compute the MLM output at the masked positions; stock HF at all.
+  flops = {'ours': training_flops_per_sequence(model_config, seq_len, predictions),
+           'hf': training_flops_per_sequence(model_config, seq_len, seq_len),
+           'hf_masked_only': training_flops_per_sequence(model_config, seq_len, predictions)}
+  names = {'ours': f'albert_jax ({config.train.optimizer})', 'hf': 'HF AlbertForPreTraining (stock)',
+           'hf_masked_only': 'HF, MLM head at the masked'}
   print(f'{args.config}: V {model_config.vocab_size}, E {model_config.embedding_size}, H {model_config.hidden_size}, '
-        f'{model_config.num_layers} layers, fp32, batch {batch_size} x {seq_len}, model.scan_unroll='
-        f'{model_config.scan_unroll}, {jax.devices()[0].device_kind}')
-  print(f'  albert_jax ({config.train.optimizer}):{"":<8}{ours_step:7.3f} s/step  {tokens / ours_step:8.0f} tokens/s  '
-        f'MFU {flops / ours_step / peak:.1%} of the measured {peak / 1e9:.0f} GFLOP/s fp32 matmul')
-  print(f'  HF AlbertForPreTraining:  {hf_step:7.3f} s/step  {tokens / hf_step:8.0f} tokens/s  '
-        f'MFU {hf_flops / hf_step / torch_peak:.1%} of the measured {torch_peak / 1e9:.0f} GFLOP/s torch fp32 matmul')
-  print(f'  ratio: {hf_step / ours_step:.2f}x HF tokens/s; matmul rate XLA/torch {peak / torch_peak:.2f}; load '
-        f'average {load["before"]:.2f} before, {load["after"]:.2f} after')
-
+        f'{model_config.num_layers} layers, fp32, batch {batch_size} x {seq_len}, {predictions} masked a row, '
+        f'model.scan_unroll={model_config.scan_unroll}, {jax.devices()[0].device_kind}; median of {args.steps} '
+        f'alternated steps each')
+  print(f'  {"":<34}{"s/step":>8}{"tokens/s":>10}{"MFLOP/token":>13}{"MFU":>7}{"ours/arm tokens/s":>19}'
+        f'{"ours/arm at equal work":>24}')
+  out = {}
+  for arm, step_seconds in seconds.items():
+    rate = flops[arm] * batch_size / step_seconds  # FLOP/s
+    own_peak = peak if arm == 'ours' else torch_peak
+    out[arm] = {'seconds': step_seconds, 'tokens_per_sec': tokens / step_seconds, 'flops_per_token':
+                flops[arm] / seq_len, 'mfu': rate / own_peak,
+                'speedup': seconds[arm] / seconds['ours'],
+                'speedup_equal_work': flops['ours'] / seconds['ours'] / (flops[arm] / step_seconds)}
+    o = out[arm]
+    print(f'  {names[arm]:<34}{step_seconds:8.3f}{o["tokens_per_sec"]:10.0f}{o["flops_per_token"] / 1e6:13.1f}'
+          f'{o["mfu"]:7.1%}{o["speedup"]:18.2f}x{o["speedup_equal_work"]:23.2f}x')
+  print(f'  MFU against each framework\'s measured fp32 matmul: XLA {peak / 1e9:.0f}, torch {torch_peak / 1e9:.0f} '
+        f'GFLOP/s; load average {load["before"]:.2f} before, {load["after"]:.2f} after')
+  print(f'  ratio: {out["hf"]["speedup"]:.2f}x HF tokens/s stock, {out["hf"]["speedup_equal_work"]:.2f}x at equal work; '
+        f'{out["hf_masked_only"]["speedup"]:.2f}x HF with the head at the masked positions')
+  return out
 
 if __name__ == '__main__':
   main()

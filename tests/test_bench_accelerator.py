@@ -189,8 +189,9 @@ def test_gpu_lease_smoke_writes_what_comes_back(lease, tmp_path):
   assert f'gpu_lease: {lease} finished with status 0' in (tmp_path / 'lease.log').read_text()
   assert 'jax 0.' in (tmp_path / 'environment.txt').read_text()
   if lease == 'tuning':
+    # (The third variant, Triton's GEMMs off, is a GPU's flag: the smoke leaves it out.)
     assert set(files) == {'environment.txt', 'lease.log', 'hlo.tgz', 'baseline/accelerator.json',
-                          'rolled/accelerator.json', 'no_triton_gemm/accelerator.json'}
+                          'rolled/accelerator.json'}
     results = {v: json.loads((tmp_path / v / 'accelerator.json').read_text()) for v in ('baseline', 'rolled')}
     assert results['rolled']['rows'][0]['scan_unroll'] == 1 and results['rolled']['scan_unroll'] == 1
     assert 'xla_dump_to' in results['baseline']['xla_flags']

@@ -123,20 +123,26 @@ def test_the_bench_fine_tunes_both_inits_and_compares_them_on_the_same_dev_examp
 def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_and_glue, tmp_path, capsys):
   pretrained, glue_folder = pretrained_and_glue
   out = import_bench('finetune_peer').main([f'--init={pretrained}', f'--glue={glue_folder}', '--steps=20',
-                                            '--learning_rate=1e-3', '--seeds=2', f'--workdir={tmp_path}'])
+                                            '--learning_rate=1e-3', '--seeds=2', '--group_by_length', f'--workdir={tmp_path}'])
   row = out['rows'][0]
   # Ours is the fine-tuning run a user gets: its accuracy is that of its predictions against the dev file's labels.
   gold = [line.split('\t')[1] for line in (glue_folder / 'SST-2' / 'dev.tsv').read_text().splitlines()[1:]]
-  ours = (tmp_path / 'sst2,lr=0.001,steps=20,seed=0' / 'predictions' / 'dev.tsv').read_text().splitlines()[1:]
+  # Ours grouped by length (task.group_by_length), and HF on the same batches.
+  ours = (tmp_path / 'sst2,lr=0.001,steps=20,buckets=4,grouped,seed=0' / 'predictions' / 'dev.tsv').read_text(
+      ).splitlines()[1:]
   assert row['ours']['accuracy'] == pytest.approx(np.mean([p.split('\t')[1] == g for p, g in zip(ours, gold)]))
-  assert {row['ours']['best_step'], row['hf']['best_step']} <= {5, 10, 15, 20}
-  assert 0 <= row['hf']['accuracy'] <= 1 and 0 < row['mcnemar_p'] <= 1
-  assert row['ours']['examples_per_sec'] > 0 and row['hf']['examples_per_sec'] > 0
+  for arm in ('hf_max', 'hf_longest'):
+    assert row['ours']['best_step'] in {5, 10, 15, 20} and row[arm]['best_step'] in {5, 10, 15, 20}
+    assert 0 <= row[arm]['accuracy'] <= 1 and 0 < row[f'{arm}_mcnemar_p'] <= 1 and row[arm]['examples_per_sec'] > 0
+  # The work of each arm: HF padded to the maximum computes 64 positions an example; padded to each batch's longest
+  # it computes fewer, and ours, padded to the fixed length that holds the longest, between the two.
+  positions = {side: row[side]['positions_per_example'] for side in ('ours', 'hf_max', 'hf_longest')}
+  assert positions['hf_max'] == 64 and positions['hf_longest'] <= positions['ours'] < 64
   printed = capsys.readouterr().out
-  assert '| seed | ours: dev accuracy (step) | HF: dev accuracy (step)' in printed
-  # Over seeds: each side's mean and sample sd of its rows' accuracies.
+  assert '| seed | arm | dev accuracy (step) | McNemar p vs ours | examples/s | padded positions per example' in printed
+  # Over seeds: each arm's mean and sample sd of its rows' accuracies.
   ours_seeds = [r['ours']['accuracy'] for r in out['rows']]
-  assert f'ours {np.mean(ours_seeds):.4f} ± {np.std(ours_seeds, ddof=1):.4f}, HF' in printed
+  assert f'ours: dev accuracy {np.mean(ours_seeds):.4f} ± {np.std(ours_seeds, ddof=1):.4f}' in printed
 
 
 @pytest.fixture(scope='module')

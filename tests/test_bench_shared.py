@@ -1,5 +1,5 @@
 """bench/shared.py, what every bench measures with: HF's labels for our batch give HF's pretraining loss equal to
-ours from the same weights; the step it times is train.py's own; the timing alternates as it says; TensorBoard's
+ours from the same weights, stock and with its MLM head at the masked positions alone; the step it times is train.py's own; the timing alternates as it says; TensorBoard's
 scalars read back what metrics.Writer wrote."""
 import importlib
 import sys
@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from albert_jax import interop, metrics, sharding
+from albert_jax import metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import validate
 from albert_jax.model import Albert, init_params
@@ -48,14 +48,11 @@ def test_hf_labels_give_hfs_loss_equal_to_ours_from_the_same_weights(shared, tin
   model = Albert(shape)
   params = nn.unbox(init_params(model, jax.random.key(0)))
   ours = step_lib.losses(model, params, batch, jax.random.key(0), 'sop', True)[0]
-  interop.save_hf(tmp_path, params, shape)
-  hf = transformers.AlbertForPreTraining.from_pretrained(tmp_path).eval()
-  tensor = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.long)
+  hf = shared.hf_pretraining_model(shape, params).eval()
   with torch.no_grad():
-    theirs = hf(input_ids=tensor(batch['input_ids']), token_type_ids=tensor(batch['segment_ids']),
-                attention_mask=tensor(batch['input_mask']), labels=torch.as_tensor(labels),
-                sentence_order_label=tensor(batch['sentence_order_labels'])).loss
-  np.testing.assert_allclose(float(ours), float(theirs), rtol=1e-5)
+    stock, masked_only = (float(shared.hf_pretraining_loss(hf, batch, masked_only)()) for masked_only in (False, True))
+  # HF's own loss from our labels, and the same modules with the head at the masked positions alone, equal ours.
+  np.testing.assert_allclose([stock, masked_only], [float(ours)] * 2, rtol=1e-5)
 
 
 def test_the_timed_step_is_train_pys_compiled_program(shared, tiny):
