@@ -101,8 +101,8 @@ def finetune_defaults() -> ml_collections.ConfigDict:
   config.task.data = 'tfds'  # 'tfds', or the folder or file in the original's format
   config.task.max_seq_length = 512
   config.task.classifier_dropout = 0.1  # the original's hard-coded 0.1 on the pooled output
-  # Batches padded to this many fixed lengths, chosen from the training rows (downstream/lengths.py), not all to
-  # max_seq_length: the same model outputs, as many compiled shapes. 0: every batch padded to max_seq_length.
+  # Batches padded to this many fixed lengths, chosen from the training batches' longest rows (downstream/lengths.py),
+  # not all to max_seq_length: the same model outputs, as many compiled shapes. 0: all padded to max_seq_length.
   config.task.length_buckets = 4
   # Training batches drawn by length too (rows of a similar length together; HF's group_by_length): least padding,
   # another order of examples. Off: the order is the seeded permutation alone.

@@ -173,10 +173,10 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in splits.items()}
   majority = majority_rates(features)
   max_length = config.task.max_seq_length
-  fixed = lengths.for_task(features, config.task.length_buckets, max_length)
-  train_lengths = lengths.row_lengths(features['train'])
-  batches = lengths.TrainingBatches(train_lengths, fixed, config.train.batch_size, config.train.seed,
-                                    config.task.group_by_length, host, hosts)
+  batches = lengths.TrainingBatches(lengths.row_lengths(features['train']), config.train.batch_size,
+                                    config.train.seed, config.task.group_by_length, config.task.length_buckets,
+                                    max_length, config.train.num_steps, host, hosts)
+  fixed = lengths.with_evaluation(batches.fixed, features, max_length)
 
   def majority_text(key: str) -> list:
     """Beside a dev split's accuracy, what always answering the training set's most frequent label scores there."""
@@ -196,7 +196,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   # One compiled step per fixed length the training batches are padded to (the longest first: out of memory there
   # is found before the others compile).
   train_steps = {}
-  for length in sorted({lengths.fitting(int(n), fixed) for n in train_lengths}, reverse=True):
+  for length in sorted(batches.fixed, reverse=True):
     abstract_batch = {k: jax.ShapeDtypeStruct((config.train.batch_size, *v.shape[1:]), v.dtype,
                                               sharding=program.batch_sharding)
                       for k, v in lengths.cut(features['train'], length, max_length).items()}

@@ -55,9 +55,9 @@ def peer_config(args, seed: int):
 
 def training_batches(config, features: dict) -> lengths.TrainingBatches:
   """The rows of each step's batch and the fixed length ours pads it to, as finetune.py makes them."""
-  fixed = lengths.for_task(features, config.task.length_buckets, config.task.max_seq_length)
-  return lengths.TrainingBatches(lengths.row_lengths(features['train']), fixed, BATCH, config.train.seed,
-                                 config.task.group_by_length)
+  return lengths.TrainingBatches(lengths.row_lengths(features['train']), BATCH, config.train.seed,
+                                 config.task.group_by_length, config.task.length_buckets,
+                                 config.task.max_seq_length, config.train.num_steps)
 
 
 def run_ours(config, workdir: paths.Path) -> dict:

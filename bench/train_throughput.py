@@ -104,8 +104,8 @@ def main():
           f'{o["mfu"]:7.1%}{o["speedup"]:18.2f}x{o["speedup_equal_work"]:23.2f}x')
   print(f'  MFU against each framework\'s measured fp32 matmul: XLA {peak / 1e9:.0f}, torch {torch_peak / 1e9:.0f} '
         f'GFLOP/s; load average {load["before"]:.2f} before, {load["after"]:.2f} after')
-  print(f'  ratio: {out["hf"]["speedup"]:.2f}x HF tokens/s stock, {out["hf"]["speedup_equal_work"]:.2f}x at equal work; '
-        f'{out["hf_masked_only"]["speedup"]:.2f}x HF with the head at the masked positions')
+  print(f'  ratio: {out["hf"]["speedup"]:.2f}x HF tokens/s stock, {out["hf"]["speedup_equal_work"]:.2f}x at equal '
+        f'work; {out["hf_masked_only"]["speedup"]:.2f}x HF with the head at the masked positions')
   return out
 
 if __name__ == '__main__':

@@ -39,26 +39,29 @@ def test_the_chosen_lengths_leave_the_least_padding_of_any_choice(seed):
 def test_training_batches_are_the_seeded_permutations_end_to_end_or_grouped_by_length():
   rng = np.random.default_rng(0)
   row_lengths = rng.integers(4, 64, 200)
-  fixed = lengths.choose(row_lengths, 4, 64)
-  plain = lengths.TrainingBatches(row_lengths, fixed, 32, seed=3, group_by_length=False)
+  batches = lambda group, host=0, hosts=1: lengths.TrainingBatches(row_lengths, 32, 3, group, 4, 64, 60, host, hosts)
+  plain = batches(False)
   # Without grouping: epochs of permutations of every row laid end to end, as padding to the maximum always was.
-  end_to_end = np.concatenate([np.random.default_rng([3, e]).permutation(200) for e in range(5)])
-  for step in range(25):
+  end_to_end = np.concatenate([np.random.default_rng([3, e]).permutation(200) for e in range(10)])
+  for step in range(60):
     rows, length = plain(step)
     np.testing.assert_array_equal(rows, end_to_end[step * 32:(step + 1) * 32])
-    assert length == lengths.fitting(row_lengths[rows].max(), fixed)
-  grouped = lengths.TrainingBatches(row_lengths, fixed, 32, seed=3, group_by_length=True)
+    assert length == lengths.fitting(row_lengths[rows].max(), plain.fixed)
+  # The fixed lengths lower the padding of what the steps pad: each batch's longest row (and the longest of all).
+  longest = [row_lengths.max()] + [row_lengths[end_to_end[s * 32:(s + 1) * 32]].max() for s in range(60)]
+  assert plain.fixed == lengths.choose(np.array(longest), 4, 64)
+  grouped = batches(True)
   epoch = [grouped(step)[0] for step in range(6)]  # 200 // 32 batches an epoch
   assert len(np.unique(np.concatenate(epoch))) == 6 * 32  # each row at most once an epoch
   # Grouping pads far less than batches of the permutation's order.
-  padded = lambda batches: sum(batches(s)[1] for s in range(60))
+  padded = lambda run: sum(run(s)[1] for s in range(60))
   assert padded(grouped) < 0.8 * padded(plain)
   # A function of the step alone (resuming needs no data state), the same for every host, each taking its slice.
-  again = lengths.TrainingBatches(row_lengths, fixed, 32, seed=3, group_by_length=True)
+  again = batches(True)
   for step in (17, 3, 40):
     rows, length = again(step)
     np.testing.assert_array_equal(rows, grouped(step)[0])
-    hosts = [lengths.TrainingBatches(row_lengths, fixed, 32, 3, True, host, 4)(step) for host in range(4)]
+    hosts = [batches(True, host, 4)(step) for host in range(4)]
     np.testing.assert_array_equal(np.concatenate([r for r, _ in hosts]), rows)
     assert {n for _, n in hosts} == {length}
 

@@ -2,8 +2,9 @@
 
 Most downstream inputs are far shorter than the length a task is configured for (SST-2's sentences average about 13
 pieces; run_glue.sh pads them to 512), and a step's cost grows with the padded length. The task's rows are measured
-once, `task.length_buckets` fixed lengths are chosen from them (the ones that leave the least padding overall, so
-only that many shapes are compiled), and each batch is cut to the shortest fixed length that holds its longest row.
+once, `task.length_buckets` fixed lengths are chosen from the longest row of each of the run's training batches
+(the ones that leave the least padding, so only that many shapes are compiled), and each batch is cut to the
+shortest fixed length that holds its longest row.
 Cutting only drops padding: every real piece, and every output, is what padding to the maximum gives, up to float
 rounding. With `task.group_by_length` the training batches are also drawn by length (rows of a similar length
 together), as HF's Trainer does with its option of that name: far less padding, a different order of examples.
@@ -51,10 +52,9 @@ def choose(lengths: np.ndarray, count: int, max_length: int) -> tuple:
   return tuple(sorted(chosen))
 
 
-def for_task(features: dict, count: int, max_length: int) -> tuple:
-  """A fine-tuning run's fixed lengths: `count` chosen from the training rows, and one more that holds the longest
-  row of the other splits where that is longer (evaluation's alone)."""
-  fixed = choose(row_lengths(features['train']), count, max_length)
+def with_evaluation(fixed: tuple, features: dict, max_length: int) -> tuple:
+  """The training batches' fixed lengths, and one more that holds the longest row of the other splits where that is
+  longer (evaluation's alone)."""
   longest = max((int(row_lengths(f).max()) for f in features.values() if len(f['weights'])), default=0)
   if longest > fixed[-1]:
     fixed += (min(max_length, -(-longest // MULTIPLE) * MULTIPLE),)
@@ -89,40 +89,49 @@ class TrainingBatches:
   Rows come in epochs of seeded permutations. Without grouping, the epochs are laid end to end (a batch may span two).
   With grouping, each epoch's permutation is cut into pools of POOL batches whose rows are sorted by length, cut into
   batches, and the epoch's batches shuffled; an epoch then leaves out its last (count mod batch) rows, different
-  ones each epoch."""
+  ones each epoch. The fixed lengths are chosen (`choose`) from the longest row of each of the run's first batches
+  (up to SAMPLE): what a step pads to is its longest row, so that is the distribution whose padding they lower."""
+  SAMPLE = 4096
 
-  def __init__(self, lengths: np.ndarray, fixed: tuple, batch_size: int, seed: int, group_by_length: bool,
-               host: int = 0, hosts: int = 1):
-    self.lengths, self.fixed, self.batch_size, self.seed = np.asarray(lengths), fixed, batch_size, seed
+  def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, group_by_length: bool, buckets: int,
+               max_length: int, steps: int, host: int = 0, hosts: int = 1):
+    self.lengths, self.batch_size, self.seed = np.asarray(lengths), batch_size, seed
     self.count, self.host, self.per_host = len(lengths), host, batch_size // hosts
     self.per_epoch = self.count // batch_size if group_by_length else 0  # 0: no grouping (or too few rows for it)
-    self._epoch = None
+    self._epochs = {}
+    # The longest row of all counts too: a batch past the sample may hold it, and no fixed length may cut it.
+    longest = [self.lengths.max()] + [self.lengths[self.rows(step)].max() for step in range(min(steps, self.SAMPLE))]
+    self.fixed = choose(np.array(longest), buckets, max_length)
 
   def __call__(self, step: int) -> tuple:
     """(this host's rows of the batch at `step`, the fixed length the whole batch is padded to)."""
-    rows = self._grouped(step) if self.per_epoch else self._plain(step)
+    rows = self.rows(step)
     length = fitting(int(self.lengths[rows].max()), self.fixed)
     return rows[self.host * self.per_host:(self.host + 1) * self.per_host], length
 
-  def _plain(self, step: int) -> np.ndarray:
+  def rows(self, step: int) -> np.ndarray:
+    """Every host's rows of the batch at `step`."""
+    if self.per_epoch:
+      epoch, index = divmod(step, self.per_epoch)
+      return self._epoch(epoch, grouped=True)[index]
     positions = np.arange(step * self.batch_size, (step + 1) * self.batch_size)
     epochs, offsets = positions // self.count, positions % self.count
-    orders = {e: self._permutation(e) for e in np.unique(epochs)}
-    return np.array([orders[e][o] for e, o in zip(epochs, offsets)])
+    return np.array([self._epoch(e)[o] for e, o in zip(epochs, offsets)])
 
-  def _grouped(self, step: int) -> np.ndarray:
-    epoch, index = divmod(step, self.per_epoch)
-    if self._epoch is None or self._epoch[0] != epoch:
-      order = self._permutation(epoch)[:self.per_epoch * self.batch_size]
-      pool = POOL * self.batch_size
-      order = np.concatenate([chunk[np.argsort(self.lengths[chunk], kind='stable')]
-                              for chunk in np.split(order, range(pool, len(order), pool))])
-      batches = order.reshape(self.per_epoch, self.batch_size)
-      self._epoch = (epoch, batches[np.random.default_rng([self.seed, epoch, 1]).permutation(self.per_epoch)])
-    return self._epoch[1][index]
-
-  def _permutation(self, epoch: int) -> np.ndarray:
-    return np.random.default_rng([self.seed, int(epoch)]).permutation(self.count)
+  def _epoch(self, epoch: int, grouped: bool = False) -> np.ndarray:
+    """The epoch's permutation (grouped: its batches, [per_epoch, batch_size]), the last two epochs' kept."""
+    if epoch not in self._epochs:
+      order = np.random.default_rng([self.seed, int(epoch)]).permutation(self.count)
+      if grouped:
+        order = order[:self.per_epoch * self.batch_size]
+        pool = POOL * self.batch_size
+        order = np.concatenate([chunk[np.argsort(self.lengths[chunk], kind='stable')]
+                                for chunk in np.split(order, range(pool, len(order), pool))])
+        batches = order.reshape(self.per_epoch, self.batch_size)
+        order = batches[np.random.default_rng([self.seed, int(epoch), 1]).permutation(self.per_epoch)]
+      self._epochs = {e: v for e, v in self._epochs.items() if e >= epoch - 1}
+      self._epochs[epoch] = order
+    return self._epochs[epoch]
 
 
 def evaluation_batches(lengths: np.ndarray, batch_size: int, fixed: tuple) -> list:
