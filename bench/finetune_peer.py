@@ -71,7 +71,8 @@ def run_ours(config, workdir: paths.Path) -> dict:
           'examples_per_sec': float(np.median(rates))}
 
 
-def run_hf(config, params, model_config, features: dict, seed: int, pad: str) -> dict:
+def run_hf(config, params, model_config, features: dict, batches: lengths.TrainingBatches, seed: int,
+           pad: str) -> dict:
   """HF's run on our batches, each padded to max_seq_length (`pad` 'max') or to its longest row ('longest')."""
   import torch
   import transformers
@@ -104,14 +105,13 @@ def run_hf(config, params, model_config, features: dict, seed: int, pad: str) ->
     model.train()
     return np.concatenate(out)
 
-  gold, batches = features['dev']['label_ids'], training_batches(config, features)
-  max_length, train_lengths = config.task.max_seq_length, lengths.row_lengths(features['train'])
+  gold, max_length = features['dev']['label_ids'], config.task.max_seq_length
   best, rates, window, positions = None, [], 0.0, 0
   model.train()
   for step in range(steps):
     started = time.perf_counter()
     rows, _ = batches(step)
-    length = max_length if pad == 'max' else int(train_lengths[rows].max())
+    length = max_length if pad == 'max' else int(batches.lengths[rows].max())
     batch = lengths.cut({k: v[rows] for k, v in features['train'].items()}, length, max_length)
     positions += BATCH * length
     loss = model(**inputs(batch), labels=tensor(batch['label_ids'])).loss
@@ -167,7 +167,7 @@ def main(argv=None) -> dict:
     row = {'seed': seed, 'ours': ours}
     for arm, pad in arms.items():
       print(f'seed {seed}: HF padded to {pad}', flush=True)
-      row[arm] = run_hf(config, params, model_config, features, seed, pad)
+      row[arm] = run_hf(config, params, model_config, features, batches, seed, pad)
       row[f'{arm}_mcnemar_p'] = stats.mcnemar(ours['predicted'] == gold, row[arm]['predicted'] == gold)
     for side in ('ours', *arms):
       row[side].pop('predicted')

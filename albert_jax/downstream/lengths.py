@@ -119,7 +119,8 @@ class TrainingBatches:
     return np.array([self._epoch(e)[o] for e, o in zip(epochs, offsets)])
 
   def _epoch(self, epoch: int, grouped: bool = False) -> np.ndarray:
-    """The epoch's permutation (grouped: its batches, [per_epoch, batch_size]), the last two epochs' kept."""
+    """The epoch's permutation (grouped: its batches, [per_epoch, batch_size]); this epoch's and the one before
+    are kept."""
     if epoch not in self._epochs:
       order = np.random.default_rng([self.seed, int(epoch)]).permutation(self.count)
       if grouped:
@@ -129,7 +130,7 @@ class TrainingBatches:
                                 for chunk in np.split(order, range(pool, len(order), pool))])
         batches = order.reshape(self.per_epoch, self.batch_size)
         order = batches[np.random.default_rng([self.seed, int(epoch), 1]).permutation(self.per_epoch)]
-      self._epochs = {e: v for e, v in self._epochs.items() if e >= epoch - 1}
+      self._epochs = {e: v for e, v in self._epochs.items() if e == epoch - 1}  # a batch spans at most two
       self._epochs[epoch] = order
     return self._epochs[epoch]
 
