@@ -1,5 +1,5 @@
-"""The statistics the comparisons report: a mean with its standard error, a paired bootstrap over examples, and
-McNemar's exact test. Sweeps (launch/sweep.py), BLiMP's paired differences and the benches use these, so that one
+"""The statistics the comparisons report: a mean with its standard error, a paired bootstrap over examples (and
+over seeds and examples together, for runs repeated with several seeds), and McNemar's exact test. Sweeps (launch/sweep.py), BLiMP's paired differences and the benches use these, so that one
 figure means the same wherever it is printed."""
 import math
 from typing import Callable, Sequence
@@ -23,6 +23,28 @@ def paired_bootstrap(difference: Callable[[np.ndarray], float], n: int, draws: i
   rng = np.random.default_rng(seed)
   resampled = np.array([difference(rng.integers(0, n, n)) for _ in range(draws)])
   out = {'difference': float(difference(np.arange(n))), 'se': float(resampled.std(ddof=1)),
+         'interval': [float(np.percentile(resampled, 2.5)), float(np.percentile(resampled, 97.5))]}
+  out['z'] = out['difference'] / out['se'] if out['se'] else math.inf
+  return out
+
+
+def seeds_and_examples_bootstrap(difference: Callable[[int, np.ndarray], float], seeds: int, n: int,
+                                 draws: int = 10_000, seed: int = 0) -> dict:
+  """A difference of two systems each run with `seeds` seeds, paired by seed (seed i of one against seed i of the
+  other: the same data order and head), scored on the same n examples; `difference(i, rows)` computes seed i's on
+  the examples `rows`. The figure is the mean over seeds; its standard error and 95% interval come from
+  resampling the seeds and the examples together (a two-level bootstrap), so that they include what varies from
+  seed to seed as well as the examples' sampling: {'difference', 'se', 'interval', 'z'}."""
+  rng = np.random.default_rng(seed)
+
+  def one_draw():  # the same examples for every seed drawn: they are scored on one dev set
+    rows = rng.integers(0, n, n)
+    return float(np.mean([difference(int(i), rows) for i in rng.integers(0, seeds, seeds)]))
+
+  resampled = np.array([one_draw() for _ in range(draws)])
+  every = np.arange(n)
+  out = {'difference': float(np.mean([difference(i, every) for i in range(seeds)])),
+         'se': float(resampled.std(ddof=1)),
          'interval': [float(np.percentile(resampled, 2.5)), float(np.percentile(resampled, 97.5))]}
   out['z'] = out['difference'] / out['se'] if out['se'] else math.inf
   return out

@@ -156,6 +156,7 @@ def main(argv=None) -> dict:
   features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in task.splits().items()}
   gold, rows = features['dev']['label_ids'], []
   arms = {'hf_max': 'max', 'hf_longest': 'longest'}
+  predicted = {side: [] for side in ('ours', *arms)}  # by seed: the paired comparison below
   for seed in range(args.seeds):
     config = peer_config(args, seed)
     print(f'seed {seed}: ours', flush=True)
@@ -170,7 +171,7 @@ def main(argv=None) -> dict:
       row[arm] = run_hf(config, params, model_config, features, batches, seed, pad)
       row[f'{arm}_mcnemar_p'] = stats.mcnemar(ours['predicted'] == gold, row[arm]['predicted'] == gold)
     for side in ('ours', *arms):
-      row[side].pop('predicted')
+      predicted[side].append(row[side].pop('predicted'))
     rows.append(row)
   print(f'\n{args.task} dev (n {len(gold):,}), {args.steps} steps of {BATCH}, lr {args.learning_rate:g}, from '
         f'{args.init}; ours padded to {args.length_buckets or "no"} fixed lengths'
@@ -194,6 +195,13 @@ def main(argv=None) -> dict:
     for side in ('ours', *arms):
       print(f'mean ± sd over {len(rows)} seeds, {side}: dev accuracy {spread(side, "accuracy", 4)}, examples/s '
             f'{spread(side, "examples_per_sec", 0)}')
+    for arm in arms:  # paired by seed: seed i of both sides trained on the same batches in the same order
+      right = lambda side, i, sample: np.mean(predicted[side][i][sample] == gold[sample])
+      p = stats.seeds_and_examples_bootstrap(lambda i, sample: right('ours', i, sample) - right(arm, i, sample),
+                                             len(rows), len(gold))
+      speed, speed_se = stats.mean_and_se([r['ours']['examples_per_sec'] / r[arm]['examples_per_sec'] for r in rows])
+      print(f'ours minus {arm}, paired by seed: dev accuracy {p["difference"]:+.4f}, SE {p["se"]:.4f} over seeds and '
+            f'examples (z {p["z"]:+.1f}); examples/s ratio {speed:.2f}x ± {speed_se:.2f} (SE over seeds)')
   (root / 'peer.json').write_text(json.dumps(rows, indent=2) + '\n')
   return {'rows': rows}
 

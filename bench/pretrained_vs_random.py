@@ -9,8 +9,9 @@ For each task and each init (the checkpoint, and 'none': random weights of its s
      run keeps its best of four evaluated checkpoints, as finetune does); the init's best cell is its setting (for
      the inits --TASK_settings names, the setting an earlier grid chose, and no grid);
   2. --seeds seeds at that setting (the seed draws the head's initial weights, dropout and the example order);
-  3. the paired comparison on the same dev examples: the difference of the seed-mean metric, its standard error
-     from a paired bootstrap over dev examples, and McNemar's exact test for each seed's pair of runs;
+  3. the paired comparison on the same dev examples: the difference of the seed-mean metric, paired by seed, its
+     standard error from resampling seeds and dev examples together (and the examples' part alone), and McNemar's
+     exact test for each seed's pair of runs;
   4. each init's dev accuracy split by how often the example's rarest piece occurs in the training examples.
 Then label efficiency on SST-2 (--train_examples): each init at its setting on 500, 2,000, 8,000 ... of the
 training examples (the same draw for both inits at one seed), at most --subset_epochs epochs, --seeds seeds.
@@ -123,11 +124,15 @@ def metric(name: str, predicted: np.ndarray, gold: np.ndarray) -> float:
 
 
 def paired(name: str, pretrained: list, random: list, gold: np.ndarray, seed: int = 0) -> dict:
-  """The difference of the seed-mean metric (pretrained minus random) on the same dev examples, with its standard
-  error and 95% interval from a paired bootstrap over examples; McNemar's exact p for each seed's pair."""
-  diff = lambda rows: (np.mean([metric(name, p[rows], gold[rows]) for p in pretrained]) -
-                       np.mean([metric(name, p[rows], gold[rows]) for p in random]))
-  out = stats.paired_bootstrap(diff, len(gold), BOOTSTRAP, seed)
+  """The difference of the seed-mean metric (pretrained minus random) on the same dev examples, paired by seed
+  (seed i of each: the same head initialisation and example order), with its standard error and 95% interval
+  from resampling the seeds and the examples together (stats.seeds_and_examples_bootstrap: what varies from
+  seed to seed counts); 'se_examples': the examples' part alone (a paired bootstrap over examples of the seed
+  means, what these tables gave before); McNemar's exact p for each seed's pair."""
+  by_seed = lambda i, rows: metric(name, pretrained[i][rows], gold[rows]) - metric(name, random[i][rows], gold[rows])
+  out = stats.seeds_and_examples_bootstrap(by_seed, len(pretrained), len(gold), BOOTSTRAP, seed)
+  means = lambda rows: np.mean([by_seed(i, rows) for i in range(len(pretrained))])
+  out['se_examples'] = stats.paired_bootstrap(means, len(gold), BOOTSTRAP, seed)['se']
   out['mcnemar_p'] = [stats.mcnemar(p == gold, r == gold) for p, r in zip(pretrained, random)]
   return out
 
@@ -233,9 +238,10 @@ def main(argv=None) -> dict:
       p = paired(name, [r['predicted'] for r in seeds['pretrained']], [r['predicted'] for r in seeds['random']],
                  gold)
       out[f'{task}/paired/{name}'] = p
-      table.append(f'Pretrained minus random, {name}: {p["difference"]:+.4f}, paired bootstrap SE {p["se"]:.4f} '
-                   f'(z {p["z"]:+.1f}; 95% interval {p["interval"][0]:+.4f} to {p["interval"][1]:+.4f}); McNemar '
-                   f'exact p per seed: {", ".join(f"{x:.3g}" for x in p["mcnemar_p"])}.')
+      table.append(f'Pretrained minus random, {name}: {p["difference"]:+.4f}, SE {p["se"]:.4f} over seeds and '
+                   f'examples (z {p["z"]:+.1f}; 95% interval {p["interval"][0]:+.4f} to {p["interval"][1]:+.4f}; '
+                   f'the examples alone {p["se_examples"]:.4f}); McNemar exact p per seed: '
+                   f'{", ".join(f"{x:.3g}" for x in p["mcnemar_p"])}.')
     # The floor any model must clear: the training set's most frequent label on every dev example (MRPC's
     # 'paraphrase' already scores F1 0.81 on dev).
     # Chosen as finetune.py chooses the floor it prints (a tie goes to the task's first label).
@@ -255,7 +261,8 @@ def main(argv=None) -> dict:
     if sizes:
       curves = {init: {train_count: summary(seeds[init], 'accuracy', gold)['scores']} for init in bench.inits}
       lines = ['### SST-2 label efficiency: dev accuracy, mean ± sd over seeds', '',
-               '| training examples | steps | pretrained | random | difference (paired SE) |', '|---|---|---|---|---|']
+               '| training examples | steps | pretrained | random | difference (SE over seeds and examples; examples '
+               'alone) |', '|---|---|---|---|---|']
       for n in sizes:
         runs = {}
         for init in bench.inits:
@@ -269,12 +276,14 @@ def main(argv=None) -> dict:
         lines.append(f'| {n:,} | {runs["pretrained"][0]["settings"]["num_steps"]} / '
                      f'{runs["random"][0]["settings"]["num_steps"]} | '
                      + ' | '.join(f'{np.mean(curves[i][n]):.4f} ± {np.std(curves[i][n], ddof=1):.4f}'
-                                  for i in bench.inits) + f' | {p["difference"]:+.4f} ({p["se"]:.4f}) |')
+                                  for i in bench.inits) +
+                     f' | {p["difference"]:+.4f} ({p["se"]:.4f}; {p["se_examples"]:.4f}) |')
       full = train_count
       p = out['sst2/paired/accuracy']
       lines.append(f'| {full:,} (all) | {chosen["pretrained"]["num_steps"]} / {chosen["random"]["num_steps"]} | ' +
                    ' | '.join(f'{np.mean(curves[i][full]):.4f} ± {np.std(curves[i][full], ddof=1):.4f}'
-                              for i in bench.inits) + f' | {p["difference"]:+.4f} ({p["se"]:.4f}) |')
+                              for i in bench.inits) +
+                   f' | {p["difference"]:+.4f} ({p["se"]:.4f}; {p["se_examples"]:.4f}) |')
       plot(curves, bench.root / 'label_efficiency.png')
       report += [*lines, '', f'plot: {bench.root / "label_efficiency.png"}', '']
   text = '\n'.join(report)

@@ -143,6 +143,10 @@ def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_an
   # Over seeds: each arm's mean and sample sd of its rows' accuracies.
   ours_seeds = [r['ours']['accuracy'] for r in out['rows']]
   assert f'ours: dev accuracy {np.mean(ours_seeds):.4f} ± {np.std(ours_seeds, ddof=1):.4f}' in printed
+  # Paired by seed: the mean of each seed's difference, with a standard error over seeds and examples.
+  for arm in ('hf_max', 'hf_longest'):
+    difference = np.mean([r['ours']['accuracy'] - r[arm]['accuracy'] for r in out['rows']])
+    assert f'ours minus {arm}, paired by seed: dev accuracy {difference:+.4f}, SE ' in printed
 
 
 @pytest.fixture(scope='module')

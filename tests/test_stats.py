@@ -34,3 +34,24 @@ def test_the_paired_bootstrap_of_a_mean_difference_matches_its_analytic_standard
   assert out['difference'] == pytest.approx(d.mean())
   assert out['se'] == pytest.approx(d.std(ddof=1) / math.sqrt(len(d)), rel=0.05)
   assert out['interval'][0] < out['difference'] < out['interval'][1] and out['z'] == out['difference'] / out['se']
+
+
+def test_the_two_level_bootstrap_adds_the_seeds_variance_to_the_examples():
+  rng = np.random.default_rng(2)
+  k, n = 8, 2000
+  # Per seed and example: right (1) or wrong (0) for each system; seed i of B is shifted by its own amount, so the
+  # paired per-seed differences vary from seed to seed as fine-tuning runs do.
+  shift = rng.normal(0, 0.03, k)
+  a = rng.random((k, n)) < 0.8
+  b = rng.random((k, n)) < (0.7 + shift)[:, None]
+  d = a.astype(float) - b  # [seed, example]
+  out = stats.seeds_and_examples_bootstrap(lambda i, rows: d[i, rows].mean(), k, n, draws=3000)
+  assert out['difference'] == pytest.approx(d.mean())
+  # Analytic: the plug-in variance of the seeds' differences over k, plus the examples' sampling of the mean over
+  # each seed (each seed's own sampling variance, averaged, over k n).
+  per_seed = d.mean(1)
+  expected = math.sqrt(per_seed.var() / k + d.var(1).mean() / (k * n))
+  assert out['se'] == pytest.approx(expected, rel=0.1)
+  # Larger than the examples-only figure, by the seeds' share.
+  examples_only = stats.paired_bootstrap(lambda rows: d[:, rows].mean(), n, draws=3000)
+  assert out['se'] > 1.5 * examples_only['se']
