@@ -53,15 +53,15 @@ import jaxlib  # noqa: E402
 import numpy as np  # noqa: E402
 from etils import epath  # noqa: E402
 
-from albert_jax import accelerators, sharding  # noqa: E402
+from albert_jax import accelerators, metrics, sharding  # noqa: E402
 from albert_jax import model as model_lib  # noqa: E402
 from albert_jax import step as step_lib  # noqa: E402
 from albert_jax.config import from_file, validate  # noqa: E402
 from albert_jax.errors import ConfigError  # noqa: E402
 from albert_jax.model import ModelConfig  # noqa: E402
 from albert_jax.summary import training_flops_per_sequence  # noqa: E402
-from shared import (hf_mlm_labels, jax_matmul_flops, random_batch, time_interleaved, torch_matmul_flops,  # noqa: E402
-                    train_py_step)
+from shared import (hf_mlm_labels, hf_pretraining_model, random_batch, time_interleaved,  # noqa: E402
+                    torch_matmul_flops, train_py_step)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Table 3 of the paper: training throughput relative to BERT-xlarge, sequences of 512.
@@ -155,20 +155,6 @@ def our_shape(config, platform: str) -> ModelConfig:
   return shape
 
 
-def hf_model(shape: ModelConfig):
-  import transformers
-  common = dict(vocab_size=shape.vocab_size, hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
-                num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
-                hidden_act={'gelu': 'gelu_new', 'gelu_exact': 'gelu'}.get(shape.hidden_act, shape.hidden_act),
-                max_position_embeddings=shape.max_position_embeddings, type_vocab_size=shape.type_vocab_size,
-                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, attn_implementation='sdpa')
-  if shape.sharing == 'none':
-    return transformers.BertForPreTraining(transformers.BertConfig(**common))
-  return transformers.AlbertForPreTraining(transformers.AlbertConfig(
-      embedding_size=shape.embedding_size, num_hidden_groups=shape.num_groups, inner_group_num=shape.inner_group_num,
-      classifier_dropout_prob=0.0, **common))
-
-
 class HuggingFace:
   """HF's pretraining model (BERT's for a config that shares nothing) and AdamW on a torch device, made once per
   config: neither depends on the batch."""
@@ -176,7 +162,7 @@ class HuggingFace:
   def __init__(self, shape: ModelConfig, device):
     import torch
     self.device, self.cuda, self.bert = device, device.type == 'cuda', shape.sharing == 'none'
-    self.model = hf_model(shape).to(device).train()
+    self.model = hf_pretraining_model(shape).to(device).train()
     self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.01, fused=self.cuda)
 
   def step(self, batch: dict, compile_it: bool) -> tuple:
@@ -694,7 +680,7 @@ def environment(args) -> dict:
           'mesh': sharding.make_mesh(args.suite.configs[args.names[0]].mesh, jax.devices()[:1]),
           'torch_compile': args.torch_compile == 'on' or args.torch_compile == 'auto' and device.type == 'cuda',
           'peak': accelerators.bf16_peak(kind),
-          'matmul': {'jax': jax_matmul_flops(size, dtype, repeats),
+          'matmul': {'jax': metrics.measured_matmul_flops(size, repeats, dtype),
                      'torch': torch_matmul_flops(size, dtype, repeats, device), 'dtype': dtype, 'size': size}}
 
 

@@ -1,6 +1,6 @@
 """What the benches share, so that each measures the same way and none imports another: a random pretraining batch
 and the labels HF's pretraining head wants for it, HF's pretraining model and its loss (stock, or at the masked
-positions alone), the matmul rates of both frameworks, steps timed in alternating
+positions alone), torch's matmul rate (JAX's is metrics.measured_matmul_flops), steps timed in alternating
 blocks with the machine's load recorded, a run's TensorBoard scalars, and the downstream benches' GLUE settings.
 """
 import os
@@ -60,20 +60,25 @@ def hf_mlm_labels(batch: dict) -> np.ndarray:
 
 
 def hf_pretraining_model(shape, params=None):
-  """HF's AlbertForPreTraining of `shape` (a ModelConfig) without dropout, as ours is timed: with our `params`
-  (through interop's HF export, what `convert --to=hf` writes), or HF's own initialisation."""
+  """HF's pretraining model of `shape` (a ModelConfig) without dropout, as ours is timed: AlbertForPreTraining, or
+  BertForPreTraining for a shape that shares nothing (the BERT configs); with our `params` (ALBERT: through
+  interop's HF export, what `convert --to=hf` writes), or HF's own initialisation."""
   import transformers
-  if params is None:
-    return transformers.AlbertForPreTraining(transformers.AlbertConfig(
-        vocab_size=shape.vocab_size, embedding_size=shape.embedding_size, hidden_size=shape.hidden_size,
-        num_hidden_layers=shape.num_layers, num_attention_heads=shape.num_heads,
-        intermediate_size=shape.intermediate_size, max_position_embeddings=shape.max_position_embeddings,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0))
-  with tempfile.TemporaryDirectory() as folder:
-    interop.save_hf(folder, params, shape)
-    return transformers.AlbertForPreTraining.from_pretrained(folder, hidden_dropout_prob=0.0,
-                                                             attention_probs_dropout_prob=0.0,
-                                                             classifier_dropout_prob=0.0)
+  no_dropout = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  if params is not None:
+    with tempfile.TemporaryDirectory() as folder:
+      interop.save_hf(folder, params, shape)
+      return transformers.AlbertForPreTraining.from_pretrained(folder, classifier_dropout_prob=0.0, **no_dropout)
+  common = dict(vocab_size=shape.vocab_size, hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
+                num_attention_heads=shape.num_heads, intermediate_size=shape.intermediate_size,
+                hidden_act={'gelu': 'gelu_new', 'gelu_exact': 'gelu'}.get(shape.hidden_act, shape.hidden_act),
+                max_position_embeddings=shape.max_position_embeddings, type_vocab_size=shape.type_vocab_size,
+                attn_implementation='sdpa', **no_dropout)
+  if shape.sharing == 'none':
+    return transformers.BertForPreTraining(transformers.BertConfig(**common))
+  return transformers.AlbertForPreTraining(transformers.AlbertConfig(
+      embedding_size=shape.embedding_size, num_hidden_groups=shape.num_groups, inner_group_num=shape.inner_group_num,
+      classifier_dropout_prob=0.0, **common))
 
 
 def hf_pretraining_loss(hf, batch: dict, masked_only: bool):
@@ -144,21 +149,9 @@ def train_py_step(program: step_lib.Program, batch: dict, mesh) -> tuple:
   return step, peak
 
 
-def jax_matmul_flops(size: int = 2048, dtype: str = 'float32', repeats: int = 5) -> float:
-  """FLOP/s of a square matmul on JAX's default device, queued back to back (one stream: the last done means
-  all are)."""
-  x = jax.random.normal(jax.random.key(0), (size, size), dtype)
-  matmul = jax.jit(lambda a: a @ a)
-  matmul(x).block_until_ready()
-  start = time.perf_counter()
-  for _ in range(repeats):
-    y = matmul(x)
-  y.block_until_ready()
-  return 2 * size ** 3 * repeats / (time.perf_counter() - start)
-
-
 def torch_matmul_flops(size: int = 2048, dtype: str = 'float32', repeats: int = 5, device=None) -> float:
-  """The same for torch on `device` (default: the CPU)."""
+  """FLOP/s of a square matmul in torch on `device` (default: the CPU), queued back to back: JAX's is
+  metrics.measured_matmul_flops."""
   import torch
   device = device or torch.device('cpu')
   x = torch.randn(size, size, device=device).to(getattr(torch, dtype))
