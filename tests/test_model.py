@@ -115,6 +115,23 @@ def test_bfloat16_compute_keeps_float32_params_and_close_outputs():
   assert np.mean(np.argmax(out16.mlm_logits, -1) == np.argmax(out32.mlm_logits, -1)) > 0.9
 
 
+@pytest.mark.parametrize('dtype', ['float32', 'bfloat16'])
+def test_the_heads_bias_gradient_is_the_cotangent_summed_as_autodiff_sums_it(dtype):
+  """model.add_bias writes the bias's gradient as a product with ones: the same as autodiff's sum of x + bias."""
+  from albert_jax.model import add_bias
+  x = jax.random.normal(jax.random.key(0), (3, 5, 7), dtype)
+  bias = jax.random.normal(jax.random.key(1), (7,), dtype)
+  weights = jax.random.normal(jax.random.key(2), (3, 5, 7), jnp.float32)
+  loss = lambda add: lambda x, b: (add(x, b).astype(jnp.float32) * weights).sum()
+  ours = jax.grad(loss(add_bias), argnums=(0, 1))(x, bias)
+  plain = jax.grad(loss(lambda x, b: x + b), argnums=(0, 1))(x, bias)
+  assert ours[1].dtype == bias.dtype and ours[1].shape == bias.shape
+  np.testing.assert_array_equal(ours[0], plain[0])
+  np.testing.assert_allclose(np.asarray(ours[1], np.float32), np.asarray(plain[1], np.float32),
+                             rtol=1e-6 if dtype == 'float32' else 1e-2, atol=1e-6 if dtype == 'float32' else 0.05)
+  np.testing.assert_array_equal(add_bias(x, bias), x + bias)
+
+
 @pytest.mark.parametrize('remat', ['full', 'save_dots', 'save_dots_no_batch'])
 def test_remat_policies_give_the_same_gradients(remat):
   ids, types, mask = batch()
