@@ -296,8 +296,7 @@ class Dense(nn.Module):
     bias = _layer_param(self, 'bias', nn.initializers.zeros, (n_out,), (self.out_axis,), self.copies, copy)
     dtype = jnp.dtype(self.config.dtype)
     batch_shape = x.shape[:x.ndim - len(self.in_shape)]
-    y = x.reshape(batch_shape + (n_in,)).astype(dtype) @ kernel.astype(dtype)
-    y = y + bias.astype(dtype)
+    y = x.reshape(batch_shape + (n_in,)).astype(dtype) @ kernel.astype(dtype) + bias.astype(dtype)
     return y.reshape(batch_shape + self.out_shape)
 
 

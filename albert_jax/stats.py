@@ -1,6 +1,7 @@
 """The statistics the comparisons report: a mean with its standard error, a paired bootstrap over examples (and
-over seeds and examples together, for runs repeated with several seeds), and McNemar's exact test. Sweeps (launch/sweep.py), BLiMP's paired differences and the benches use these, so that one
-figure means the same wherever it is printed."""
+over seeds and examples together, for runs repeated with several seeds), and McNemar's exact test. Sweeps
+(launch/sweep.py), BLiMP's paired differences and the benches use these, so that one figure means the same
+wherever it is printed."""
 import math
 from typing import Callable, Sequence
 
