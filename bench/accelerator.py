@@ -60,7 +60,7 @@ from albert_jax.config import from_file, validate  # noqa: E402
 from albert_jax.errors import ConfigError  # noqa: E402
 from albert_jax.model import ModelConfig  # noqa: E402
 from albert_jax.summary import training_flops_per_sequence  # noqa: E402
-from shared import (hf_mlm_labels, hf_pretraining_model, random_batch, time_interleaved,  # noqa: E402
+from shared import (hf_mlm_labels, hf_pretraining_model, perfetto_events, random_batch, time_interleaved,  # noqa: E402
                     torch_matmul_flops, train_py_step)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -350,19 +350,15 @@ def profile(step: Callable[[], None], directory: epath.Path, step_s: float) -> d
   """Traces PROFILED_STEPS of an already compiled step (jax.profiler, with a Perfetto trace beside XLA's) and sums
   the trace: the device's kernels by name, and how much of the step the device was busy, which tells a step held
   back by its kernels from one held back by the host. On a CPU there are no device events; the host's are summed."""
-  import gzip
   try:
     with jax.profiler.trace(str(directory), create_perfetto_trace=True):
       for _ in range(PROFILED_STEPS):
         step()
   except Exception as e:  # pylint: disable=broad-except  (CUPTI may be refused on a machine)
     return {'error': f'{type(e).__name__}: {" ".join(str(e).split())[:300]}'}
-  traces = sorted(directory.glob('plugins/profile/*/perfetto_trace.json.gz'))
-  if not traces:
+  trace, events = perfetto_events(directory)
+  if trace is None:
     return {'error': f'no perfetto_trace.json.gz under {directory}'}
-  with gzip.open(traces[-1].open('rb')) as f:
-    data = json.load(f)
-  events = data['traceEvents'] if isinstance(data, dict) else data
   processes = {e['pid']: e.get('args', {}).get('name', '') for e in events
                if e.get('ph') == 'M' and e.get('name') == 'process_name'}
   device = {pid for pid, name in processes.items() if name.startswith('/device:')}
@@ -379,7 +375,7 @@ def profile(step: Callable[[], None], directory: epath.Path, step_s: float) -> d
     elif stop > end:
       busy, end = busy + stop - end, stop
   top = sorted(by_name.items(), key=lambda kv: -kv[1])[:20]
-  return {'trace': str(traces[-1]), 'events': 'device' if device else 'host', 'steps': PROFILED_STEPS,
+  return {'trace': str(trace), 'events': 'device' if device else 'host', 'steps': PROFILED_STEPS,
           'step_s': step_s, 'busy_s_per_step': busy / PROFILED_STEPS,
           'busy_of_step': busy / PROFILED_STEPS / step_s,
           'top': [{'name': name, 's_per_step': t / PROFILED_STEPS, 'of_step': t / PROFILED_STEPS / step_s}

@@ -195,8 +195,8 @@ def main(argv=None) -> dict:
     for side in ('ours', *arms):
       print(f'mean ± sd over {len(rows)} seeds, {side}: dev accuracy {spread(side, "accuracy", 4)}, examples/s '
             f'{spread(side, "examples_per_sec", 0)}')
+    right = lambda side, i, sample: np.mean(predicted[side][i][sample] == gold[sample])
     for arm in arms:  # paired by seed: seed i of both sides trained on the same batches in the same order
-      right = lambda side, i, sample: np.mean(predicted[side][i][sample] == gold[sample])
       p = stats.seeds_and_examples_bootstrap(lambda i, sample: right('ours', i, sample) - right(arm, i, sample),
                                              len(rows), len(gold))
       speed, speed_se = stats.mean_and_se([r['ours']['examples_per_sec'] / r[arm]['examples_per_sec'] for r in rows])

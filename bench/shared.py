@@ -1,8 +1,11 @@
 """What the benches share, so that each measures the same way and none imports another: a random pretraining batch
 and the labels HF's pretraining head wants for it, HF's pretraining model and its loss (stock, or at the masked
-positions alone), torch's matmul rate (JAX's is metrics.measured_matmul_flops), steps timed in alternating
-blocks with the machine's load recorded, a run's TensorBoard scalars, and the downstream benches' GLUE settings.
+positions alone), torch's matmul rate (JAX's is metrics.measured_matmul_flops), steps timed in alternating blocks
+with the machine's load recorded, a profiler trace's events, a run's TensorBoard scalars, and the downstream
+benches' GLUE settings.
 """
+import gzip
+import json
 import os
 import pathlib
 import statistics
@@ -163,6 +166,17 @@ def torch_matmul_flops(size: int = 2048, dtype: str = 'float32', repeats: int = 
     torch.mm(x, x)
   sync()
   return 2 * size ** 3 * repeats / (time.perf_counter() - start)
+
+
+def perfetto_events(directory) -> tuple:
+  """(the trace file, its events) of the newest Perfetto trace jax.profiler wrote under `directory` (a trace
+  taken with create_perfetto_trace=True); (None, []) where there is none."""
+  found = sorted(paths.path(directory).glob('plugins/profile/*/perfetto_trace.json.gz'))
+  if not found:
+    return None, []
+  with gzip.open(found[-1].open('rb')) as f:
+    data = json.load(f)
+  return found[-1], data['traceEvents'] if isinstance(data, dict) else data
 
 
 def tensorboard_scalars(workdir) -> tuple:

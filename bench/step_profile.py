@@ -14,9 +14,6 @@ their shares; writes nothing. Needs the [hf] extra.
 """
 import argparse
 import collections
-import glob
-import gzip
-import json
 import os
 import re
 import tempfile
@@ -27,7 +24,7 @@ import jax
 from albert_jax import sharding
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate
-from shared import hf_pretraining_loss, hf_pretraining_model, random_batch
+from shared import hf_pretraining_loss, hf_pretraining_model, perfetto_events, random_batch
 
 PHASES = ('forward', 'backward', 'rest')
 INSTRUCTION = re.compile(r'^\s*(?:ROOT )?%?([\w.\-]+) = \S+ (\w[\w\-]*)\(.*?metadata=\{op_name="([^"]*)"')
@@ -59,13 +56,9 @@ def hlo_names(hlo_text: str) -> dict:
 
 
 def trace_seconds(directory: str) -> tuple:
-  """({event name: seconds}, {event name: how many}) summed over a jax.profiler trace's complete events (its
-  Perfetto file)."""
-  found = sorted(glob.glob(os.path.join(directory, 'plugins/profile/*/perfetto_trace.json.gz')))
-  with gzip.open(found[-1]) as f:
-    data = json.load(f)
+  """({event name: seconds}, {event name: how many}) summed over a jax.profiler trace's complete events."""
   seconds, count = collections.Counter(), collections.Counter()
-  for e in data['traceEvents'] if isinstance(data, dict) else data:
+  for e in perfetto_events(directory)[1]:
     if e.get('ph') == 'X' and 'dur' in e:
       seconds[e['name']] += e['dur'] * 1e-6
       count[e['name']] += 1

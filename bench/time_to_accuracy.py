@@ -37,7 +37,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from albert_jax import paths, sharding
+from albert_jax import paths, sharding, stats
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate
 from albert_jax.data import pipeline, vocab
@@ -209,16 +209,9 @@ def time_to_reach(curve: list, accuracy: float):
   return None
 
 
-def mean_se(values: list) -> tuple:
-  """(mean, standard error over the values; nan for one value)."""
-  if len(values) < 2:
-    return (values[0] if values else float('nan')), float('nan')
-  return statistics.mean(values), statistics.stdev(values) / len(values) ** 0.5
-
-
 def summarize(rounds: list, arms: list) -> dict:
-  """Per arm, over the rounds: final accuracy, and time to reach the round's HF final accuracy as a share of HF's
-  minutes (None where never reached in the minutes)."""
+  """Per arm, over the rounds, each as (mean, standard error; None for one round): final accuracy, and time to
+  reach the round's HF final accuracy as a share of HF's minutes (None where never reached in the minutes)."""
   out = {}
   for arm in arms:
     finals = [r[arm]['curve'][-1]['mlm_accuracy'] for r in rounds]
@@ -228,9 +221,10 @@ def summarize(rounds: list, arms: list) -> dict:
       reached = time_to_reach(r[arm]['curve'], reference['mlm_accuracy'])
       shares.append(None if reached is None else reached / reference['seconds'])
     reached = [s for s in shares if s is not None]
-    out[arm] = {'final': mean_se(finals), 'share_of_hf_time': mean_se(reached) if len(reached) == len(shares)
-                else None, 'shares': shares, 'steps': [r[arm]['curve'][-1]['step'] for r in rounds],
-                'seconds_per_step': mean_se([r[arm]['seconds_per_step'] for r in rounds])}
+    out[arm] = {'final': stats.mean_and_se(finals),
+                'share_of_hf_time': stats.mean_and_se(reached) if len(reached) == len(shares) else None,
+                'shares': shares, 'steps': [r[arm]['curve'][-1]['step'] for r in rounds],
+                'seconds_per_step': stats.mean_and_se([r[arm]['seconds_per_step'] for r in rounds])}
   return out
 
 
@@ -244,12 +238,14 @@ def tables(rounds: list, summary: dict, arms: list, evals: int) -> str:
     lines.append(f'| {moment:.1f} | ' + ' | '.join(f'{c:.4f}' for c in cells) + ' |')
   lines += ['', "| arm | s/step | steps | held-out MLM at the end | time to HF's final, share of HF's |",
             '|---|---|---|---|---|']
+  plus_minus = lambda mean_se, digits: (f'{mean_se[0]:.{digits}f} ± {mean_se[1]:.{digits}f}' if mean_se[1] is not None
+                                       else f'{mean_se[0]:.{digits}f} (one round)')
   for arm in arms:
     s = summary[arm]
-    share = (f'{s["share_of_hf_time"][0]:.2f} ± {s["share_of_hf_time"][1]:.2f}' if s['share_of_hf_time']
+    share = (plus_minus(s['share_of_hf_time'], 2) if s['share_of_hf_time']
              else 'not reached in every round: ' + ', '.join('-' if x is None else f'{x:.2f}' for x in s['shares']))
     lines.append(f'| {arm} | {s["seconds_per_step"][0]:.3f} | {statistics.mean(s["steps"]):,.0f} | '
-                 f'{s["final"][0]:.4f} ± {s["final"][1]:.4f} | {share} |')
+                 f'{plus_minus(s["final"], 4)} | {share} |')
   share = {arm: summary[arm]['share_of_hf_time'] and summary[arm]['share_of_hf_time'][0] for arm in arms}
   if set(arms) == set(ARMS) and all(share.values()):
     # ours / hf = (ours / ours_adamw) x (ours_adamw / hf_masked_only) x (hf_masked_only / hf), in time to HF's final
@@ -286,9 +282,9 @@ def main():
   held_out = pipeline.held_out_sets(config.data, tokenizer, config.train.batch_size, config.train.eval_batches,
                                     opened=opened)
   new_pipeline = lambda: pipeline.Pipeline(config.data, tokenizer, config.train.batch_size, opened=opened)
-  params = Ours(config, held_out, config.train.optimizer, config.train.learning_rate).initial_params()
-  make = lambda arm, lr: (Ours(config, held_out, config.train.optimizer, config.train.learning_rate) if arm == 'ours'
-                          else Ours(config, held_out, 'adamw', lr) if arm == 'ours_adamw'
+  ours = Ours(config, held_out, config.train.optimizer, config.train.learning_rate)
+  params = ours.initial_params()  # every arm starts from these
+  make = lambda arm, lr: (ours if arm == 'ours' else Ours(config, held_out, 'adamw', lr) if arm == 'ours_adamw'
                           else HuggingFace(config, held_out, params, lr, masked_only=arm == 'hf_masked_only'))
   say = lambda text: print(text, flush=True)
 

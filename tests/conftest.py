@@ -27,6 +27,16 @@ def tfds_dir(tmp_path_factory):
   return str(tmp_path_factory.mktemp('tensorflow_datasets'))
 
 
+def import_bench(name: str):
+  """A bench script of bench/ as a module (the benches import bench/shared.py by its bare name, as they run)."""
+  import importlib
+  sys.path.insert(0, str(ROOT / 'bench'))
+  try:
+    return importlib.import_module(name)
+  finally:
+    sys.path.remove(str(ROOT / 'bench'))
+
+
 def load_config(relative_path: str, *arg):
   """get_config() of a config file of the repository, e.g. 'configs/tiny.py', with its argument if given (what
   --config=FILE.py:ARG passes)."""

@@ -1,7 +1,6 @@
 """bench/accelerator.py, the paper's speed table: its smoke run (tiny shapes on the CPU, HF included) in a process
 where TensorFlow cannot be imported, with its figures checked against each other; and the parts that only a GPU
 run reaches, on the CPU: the batch search, and the attention check with JAX's XLA reference for cuDNN's kernel."""
-import importlib
 import itertools
 import json
 import os
@@ -14,19 +13,15 @@ import pytest
 
 from albert_jax.config import validate
 from albert_jax.summary import training_flops_per_sequence
-from conftest import ROOT
+from conftest import ROOT, import_bench
 from test_without_tensorflow import HIDE_TENSORFLOW
 
 
 @pytest.fixture(scope='module')
 def bench():
   """The bench as a module (importing it sets JAX's GPU memory share in the environment; undone here)."""
-  sys.path.insert(0, str(ROOT / 'bench'))
-  try:
-    with mock.patch.dict(os.environ):
-      return importlib.import_module('accelerator')
-  finally:
-    sys.path.remove(str(ROOT / 'bench'))
+  with mock.patch.dict(os.environ):
+    return import_bench('accelerator')
 
 
 @pytest.fixture(scope='module')

@@ -4,11 +4,9 @@ small run end to end on slices of the real SST-2 files: both inits fine-tuned, s
 seeds, the same shape for random weights, a finished run never run again. And bench/finetune_peer.py, HF's
 AlbertForSequenceClassification on the same checkpoint and batches, end to end on the same slices. And
 bench/linear_probe.py: its logistic regression against Newton's method, its features against unpadded inputs."""
-import importlib
 import json
 import math
 import re
-import sys
 
 import jax
 import numpy as np
@@ -16,18 +14,10 @@ import pytest
 import scipy.stats
 
 from albert_jax import train
-from conftest import ROOT
+from conftest import ROOT, import_bench
 from test_train import small
 
 GLUE = ROOT.parent / 'shared' / 'data' / 'glue'
-
-
-def import_bench(name: str):
-  sys.path.insert(0, str(ROOT / 'bench'))
-  try:
-    return importlib.import_module(name)
-  finally:
-    sys.path.remove(str(ROOT / 'bench'))
 
 
 @pytest.fixture(scope='module')

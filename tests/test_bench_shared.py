@@ -1,8 +1,6 @@
 """bench/shared.py, what every bench measures with: HF's labels for our batch give HF's pretraining loss equal to
 ours from the same weights, stock and with its MLM head at the masked positions alone; the step it times is train.py's own; the timing alternates as it says; TensorBoard's
 scalars read back what metrics.Writer wrote."""
-import importlib
-import sys
 
 import flax.linen as nn
 import jax
@@ -13,7 +11,7 @@ from albert_jax import metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import validate
 from albert_jax.model import Albert, init_params
-from conftest import ROOT
+from conftest import import_bench
 
 transformers = pytest.importorskip('transformers')
 torch = pytest.importorskip('torch')
@@ -21,11 +19,7 @@ torch = pytest.importorskip('torch')
 
 @pytest.fixture(scope='module')
 def shared():
-  sys.path.insert(0, str(ROOT / 'bench'))
-  try:
-    return importlib.import_module('shared')
-  finally:
-    sys.path.remove(str(ROOT / 'bench'))
+  return import_bench('shared')
 
 
 @pytest.fixture(scope='module')

@@ -1,22 +1,16 @@
 """bench/step_profile.py reads a compiled program's HLO: each operation XLA:CPU runs is assigned to the forward
 pass, the backward pass or the rest by JAX's own op_name metadata, as the gradient's structure says it must be."""
-import importlib
-import sys
 
 import jax
 import jax.numpy as jnp
 import pytest
 
-from conftest import ROOT
+from conftest import import_bench
 
 
 @pytest.fixture(scope='module')
 def bench():
-  sys.path.insert(0, str(ROOT / 'bench'))
-  try:
-    return importlib.import_module('step_profile')
-  finally:
-    sys.path.remove(str(ROOT / 'bench'))
+  return import_bench('step_profile')
 
 
 def test_operations_are_assigned_to_forward_backward_and_the_rest(bench):
