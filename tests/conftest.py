@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 import pytest  # noqa: E402
 
-# The modules holding the longest tests (3 to 6 minutes each on this 2-core machine: compiles for TPU topologies near
+# The modules holding the longest tests (2 to 6 minutes each on a 2-core machine: compiles for TPU topologies near
 # their memory, sweeps and benches of several processes), run first. With xdist's worksteal (setup.cfg) a worker
 # that runs out takes tests from the other's queue, so the two end together on short tests, where the default
 # schedule could leave one worker alone with a long test started late (test_sweep.py's is collected near the end).
