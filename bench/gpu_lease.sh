@@ -6,6 +6,9 @@
 #   bench/gpu_lease.sh speed            on the GPU machine, from the repository root; results under $OUT
 #   bench/gpu_lease.sh speed --smoke    the same steps at tiny shapes on this CPU (tests/test_bench_accelerator.py)
 #   bench/gpu_lease.sh tuning [--smoke] our step's variants (loop rolled, Triton GEMMs off) and XLA's program
+#   bench/gpu_lease.sh pack [--smoke]   HERE, on the CPU: the data the pretrain lease reads, into .lease/ (carry it)
+#   bench/gpu_lease.sh pretrain [--smoke]  configs/wiki_books_gpu.py for 5 minutes, then fine-tuned on SST-2 and MRPC
+#                                       beside random weights of its shape
 #
 # speed: bench/accelerator.py for ALBERT-xxlarge and -base at 512 and 128 with XLA's and cuDNN's attention against
 # HF in the same process, the attention check, and a profile of our step wherever a target is missed. The batches
@@ -20,6 +23,37 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 lease=${1:?usage: bench/gpu_lease.sh speed [--smoke]}
 smoke=${2:-}
+if [[ "$lease" == pack ]]; then
+  # The lease's data, bzip2-compressed file by file (the device unpacks them in parallel), within what a call
+  # carries (64 MiB with the code and the wheels): the vocabulary, SST-2 and MRPC, BLiMP, all of Wikipedia's
+  # compressed half (AB: 106 MB of text in 29 MB) and books in name order up to 16 MB compressed (--smoke: two
+  # Wikipedia files, one book, two BLiMP paradigms).
+  shared=${SHARED:-../shared/data}
+  vocab=${VOCAB:-/tmp/albert_wiki_books/vocab-30k.model}
+  test -f "$vocab" || { echo "gpu_lease pack: no vocabulary at $vocab: build it first with the command in" \
+    "configs/wiki_books_cpu_hour.py's docstring (or set VOCAB)" >&2; exit 2; }
+  pack=${LEASE_DATA:-.lease}
+  rm -rf "$pack" && mkdir -p "$pack"/corpora/wikipedia/AB "$pack"/corpora/books "$pack"/glue "$pack"/blimp
+  cp "$vocab" "$pack"/vocab.model
+  for task in SST-2 MRPC; do mkdir -p "$pack/glue/$task"; for f in train dev; do
+    bzip2 -c "$shared/glue/$task/$f.tsv" > "$pack/glue/$task/$f.tsv.bz2"; done; done
+  if [[ "$smoke" == --smoke ]]; then wiki_limit=2; book_budget=1; blimp_limit=2; else
+    wiki_limit=1000; book_budget=16000000; blimp_limit=1000; fi
+  n=0; for f in "$shared"/blimp/*.jsonl; do
+    [[ $(basename "$f") == published_results.jsonl ]] || { n=$((n + 1)); [[ $n -le $blimp_limit ]] || continue; }
+    bzip2 -c "$f" > "$pack/blimp/$(basename "$f").bz2"; done
+  ls "$shared"/corpora/wikipedia/AB/wiki_*.bz2 | head -n "$wiki_limit" | xargs -I{} cp {} "$pack"/corpora/wikipedia/AB/
+  used=0
+  while IFS= read -r book; do
+    target="$pack/corpora/books/$(basename "$book").bz2"
+    bzip2 -c "$book" > "$target"
+    used=$((used + $(stat -c %s "$target")))
+    [[ $used -ge $book_budget ]] && break
+  done < <(ls "$shared"/corpora/books/*.txt)
+  du -sh "$pack"; echo "gpu_lease pack: $(ls "$pack"/corpora/books | wc -l) books, $(ls "$pack"/corpora/wikipedia/AB |
+    wc -l) Wikipedia files; carry $pack (and .whl) in the run"
+  exit 0
+fi
 out=${OUT:-/tmp/albert_jax_lease}
 python=${PYTHON:-python3}
 mkdir -p "$out"
@@ -90,7 +124,71 @@ case "$lease" in
     fi
     rm -f "$out"/*/accelerator.md  # printed in lease.log; at most 8 files come back
     ;;
-  *) echo "gpu_lease: unknown lease '$lease'; known: speed, tuning" >&2; exit 2 ;;
+  pretrain)
+    # Five minutes of pretraining (configs/wiki_books_gpu.py), its held-out MLM and BLiMP subset at step 0 (random
+    # weights) and every 2,000 steps; beside it, random weights of its shape fine-tuned on SST-2 and MRPC (two seeds
+    # each: they need no checkpoint), then the pretrained checkpoint fine-tuned the same way, four runs at once. The
+    # GPU's memory is shared out by fraction. Every stage has its own deadline, so that results.tgz (logs,
+    # result.json files, the TensorBoard events) is written inside the 10-minute command.
+    pack=${LEASE_DATA:-.lease}
+    test -d "$pack" || { echo "gpu_lease pretrain: no $pack folder: run bench/gpu_lease.sh pack here and carry it" >&2
+                         exit 2; }
+    data=/tmp/albert_jax_lease_data; work=/tmp/albert_jax_lease_runs
+    rm -rf "$data" "$work"; mkdir -p "$work"; cp -r "$pack" "$data"
+    find "$data" -name '*.bz2' -print0 | xargs -0 -P "$(nproc)" -n 8 bunzip2
+    echo "unpacked: $(du -sh "$data" | cut -f1)"
+    if [[ "$smoke" == --smoke ]]; then
+      export JAX_PLATFORMS=cpu CUDA_VISIBLE_DEVICES=''
+      pre_limit=240; ft_limit=150; blimp_limit=60
+      pieces=$("$python" -c "import sentencepiece as s; print(s.SentencePieceProcessor(model_file='$data/vocab.model').vocab_size())")
+      tiny=(--config.model.vocab_size="$pieces" --config.model.hidden_size=32 --config.model.num_layers=2 --config.model.num_heads=2
+            --config.model.intermediate_size=64 --config.model.embedding_size=16)
+      pre=("${tiny[@]}" --config.model.dtype=float32 --config.train.batch_size=8 --config.train.num_steps=6
+           --config.train.warmup_steps=2 --config.train.log_every=3 --config.train.eval_every=3 --config.train.eval_batches=1
+           --config.train.checkpoint_every=3 --config.train.blimp_pairs=2 --config.data.workers=1
+           --config.data.max_seq_length=64)
+      ft=("${tiny[@]}" --config.train.num_steps=4
+          --config.train.eval_batch_size=64 --config.task.train_examples=64)
+      seeds=(0)
+    else
+      pre_limit=320; ft_limit=190; blimp_limit=45
+      pre=(); ft=(); seeds=(0 1)
+    fi
+    corpora="wikiextractor:$data/corpora/wikipedia/*/wiki_*@7,gutenberg:$data/corpora/books/*.txt@3"
+    common=(--config.data.vocab="$data/vocab.model")
+    finetune() {  # finetune INIT TASK SEED: one fine-tuning run, its console in $work/NAME.log
+      local name="ft_$(basename "$1")_$2_seed$3"
+      XLA_PYTHON_CLIENT_MEM_FRACTION=0.08 timeout -k 10 "$ft_limit" "$python" -m albert_jax.finetune \
+        --config=configs/finetune/wiki_books_gpu.py:"$2" --config.init="$1" --config.task.data="$data/glue" \
+        --config.train.seed="$3" "${common[@]}" "${ft[@]}" --workdir="$work/$name" > "$work/$name.log" 2>&1
+      echo "$name: exit $? $(grep -ho '"eval_accuracy": [0-9.]*' "$work/$name/result.json" 2>/dev/null)"
+    }
+    collect() {  # everything small that tells what happened, in one file (at most 8 come back)
+      find "$work" \( -name '*.log' -o -name result.json -o -name config.json -o -name 'events.out*' \
+        -o -name 'blimp*.json' \) -print0 | tar -czf "$out/results.tgz" --null -T - 2>/dev/null
+    }
+    started=$(date +%s)
+    ( for seed in "${seeds[@]}"; do for task in sst2 mrpc; do finetune none "$task" "$seed"; done; done ) &
+    controls=$!
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.5 timeout -s TERM -k 30 "$pre_limit" "$python" -m albert_jax.train \
+      --config=configs/wiki_books_gpu.py --config.data.source="$corpora" --config.train.blimp="$data/blimp" \
+      "${common[@]}" "${pre[@]}" --workdir="$work/pretrained" 2>&1 | tee "$work/pretrain.log" | grep -v '^I[0-9]'
+    status=${PIPESTATUS[0]}
+    echo "pretraining: exit $status after $(( $(date +%s) - started )) s"
+    collect
+    runs=()
+    for seed in "${seeds[@]}"; do for task in sst2 mrpc; do finetune "$work/pretrained" "$task" "$seed" & runs+=($!)
+    done; done
+    wait "${runs[@]}" "$controls"  # (a bare wait would wait for the log's tee too)
+    echo "fine-tuning done after $(( $(date +%s) - started )) s"
+    collect
+    # What is left of the command's time: the whole of BLiMP (51,000 pairs) for the pretrained checkpoint.
+    timeout -k 5 "$blimp_limit" "$python" -m albert_jax.blimp --checkpoint="$work/pretrained" --data="$data/blimp" \
+      --output="$work/blimp_pretrained.json" > "$work/blimp_pretrained.log" 2>&1
+    echo "BLiMP: exit $? $(tail -1 "$work/blimp_pretrained.log")"
+    collect
+    ;;
+  *) echo "gpu_lease: unknown lease '$lease'; known: speed, tuning, pack, pretrain" >&2; exit 2 ;;
 esac
 echo "gpu_lease: $lease finished with status $status; files: $(ls "$out" | tr '\n' ' ')"
 exit "$status"
