@@ -6,8 +6,9 @@ The CPU hour's recipe (configs/wiki_books_cpu_hour.py: the same sources, vocabul
 scaled to what a GPU does in the time: a model of 8 shared layers at H 512 (ALBERT's sharing, its E 128
 factorization) in bfloat16 with cuDNN's attention, batches of 512. By the figures of the first GPU lease
 (docs/benchmarks.md: ALBERT-base at 128 trains 670k tokens/s on an H200) this shape does a third of base's work
-a token, so 6,000 steps of 512 sequences of 128 (393 million token positions, 16 times the CPU hour's 25 million,
-several passes over the shared sample, each masked afresh) should take about five minutes.
+a token; measured there, it ran 16 steps a second, so 3,500 steps of 512 sequences of 128 (229 million token
+positions, 9 times the CPU hour's 25 million, several passes over the shared sample, each masked afresh) take
+about four minutes.
 `bench/gpu_lease.sh pretrain` runs it and fine-tunes it.
 """
 import os
@@ -30,8 +31,9 @@ def get_config(arg=None):
   # LAMB's rate a step is relative to each layer's norm; the CPU recipe's 1e-2 (H 128, batch 64) is near where
   # small models diverge there (4e-2 did), so a wider model at 8x the batch takes less, over longer warmup.
   config.train.learning_rate = 3e-3
-  config.train.num_steps = 6_000
-  config.train.warmup_steps = 600
+  # 16 steps/s on an H200 on 2026-11-27 (docs/benchmarks.md): 3,500 steps fit the lease's 5 minutes with the start.
+  config.train.num_steps = 3_500
+  config.train.warmup_steps = 350
   config.train.log_every = 200
   config.train.eval_every = 2_000
   config.train.checkpoint_every = 2_000

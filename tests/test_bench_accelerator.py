@@ -202,3 +202,40 @@ def test_gpu_lease_smoke_writes_what_comes_back(lease, tmp_path):
     assert not any(t['name'].startswith('$') for t in profile['top'])  # Python frames left out
   traces = [f for f in files if f.startswith('profile_')]
   assert len(traces) == 2 and all(f.endswith('.json.gz') for f in traces)
+
+
+SHARED_DATA = ROOT.parent / 'shared' / 'data'
+
+
+@pytest.mark.skipif(not (SHARED_DATA / 'corpora').is_dir(), reason=f'the shared data are not at {SHARED_DATA}')
+def test_gpu_pretrain_lease_smoke_trains_fine_tunes_both_arms_and_scores_blimp(builtin_tokenizer, tmp_path):
+  """bench/gpu_lease.sh pack, then pretrain, at tiny shapes on the CPU: the packed data fit what a call carries,
+  and the lease pretrains on the shared Wikipedia and books, fine-tunes its checkpoint and random weights on real
+  SST-2, and scores the packed BLiMP paradigms whole, all inside results.tgz."""
+  import tarfile
+  packed, out = tmp_path / 'lease', tmp_path / 'out'
+  env = {**os.environ, 'LEASE_DATA': str(packed), 'OUT': str(out), 'PYTHON': sys.executable,
+         'VOCAB': builtin_tokenizer.path}
+  run = subprocess.run(['bash', 'bench/gpu_lease.sh', 'pack', '--smoke'], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120, env=env)
+  assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+  assert sum(f.stat().st_size for f in packed.rglob('*') if f.is_file()) < 64 * 2 ** 20
+  paradigms = sorted(f.name[:-len('.bz2')] for f in (packed / 'blimp').glob('*.jsonl.bz2'))
+  run = subprocess.run(['bash', 'bench/gpu_lease.sh', 'pretrain', '--smoke'], capture_output=True, text=True,
+                       cwd=ROOT, timeout=600, env=env)
+  assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+  assert sorted(f.name for f in out.iterdir()) == ['environment.txt', 'lease.log', 'results.tgz']
+  with tarfile.open(out / 'results.tgz') as archive:
+    files = {name.split('albert_jax_lease_runs/')[-1]: archive.extractfile(name).read()
+             for name in archive.getnames() if name.endswith('.json')}
+  pretrained = json.loads(files['pretrained/result.json'])
+  assert pretrained['step'] == 6 and pretrained['eval_blimp_count'] == 2 * (len(paradigms) - 1)
+  for arm in ('none', 'pretrained'):
+    result = json.loads(files[f'ft_{arm}_sst2_seed0/result.json'])
+    assert result['eval_accuracy_count'] == 872  # SST-2's dev set, whole
+    assert json.loads(files[f'ft_{arm}_sst2_seed0/config.json'])['init'].endswith(
+        'none' if arm == 'none' else 'albert_jax_lease_runs/pretrained')
+  blimp = json.loads(files['blimp_pretrained.json'])
+  shared_pairs = sum(len((SHARED_DATA / 'blimp' / name).read_text().splitlines())
+                     for name in paradigms if name != 'published_results.jsonl')
+  assert blimp['pairs'] == shared_pairs
