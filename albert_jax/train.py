@@ -124,7 +124,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   eval_metrics = first_eval or {}
   # What exists now (JAX's, Flax's and the compiled programs' objects, the sources' indexes) lives as long as the
   # run: frozen, Python's full garbage collections no longer walk it. They did, every few seconds, pausing the
-  # loop for up to 130 ms each (12% of the time of serving batches; docs/benchmarks.md, GPU lease 2).
+  # loop for up to 61 ms each (12% of the time of serving batches; bench/serving.py in docs/benchmarks.md).
   gc.freeze()
   step = first_step
   batch = train_data.next_batch() if step < config.train.num_steps else None
