@@ -27,7 +27,7 @@ if [[ "$lease" == pack ]]; then
   # The lease's data, bzip2-compressed file by file (the device unpacks them in parallel), within what a call
   # carries (64 MiB with the code and the wheels): the vocabulary, SST-2 and MRPC, BLiMP, all of Wikipedia's
   # compressed half (AB: 106 MB of text in 29 MB) and books in name order up to 16 MB compressed (--smoke: two
-  # Wikipedia files, one book, two BLiMP paradigms).
+  # Wikipedia files, one book, one BLiMP paradigm).
   shared=${SHARED:-../shared/data}
   vocab=${VOCAB:-/tmp/albert_wiki_books/vocab-30k.model}
   test -f "$vocab" || { echo "gpu_lease pack: no vocabulary at $vocab: build it first with the command in" \
@@ -37,7 +37,7 @@ if [[ "$lease" == pack ]]; then
   cp "$vocab" "$pack"/vocab.model
   for task in SST-2 MRPC; do mkdir -p "$pack/glue/$task"; for f in train dev; do
     bzip2 -c "$shared/glue/$task/$f.tsv" > "$pack/glue/$task/$f.tsv.bz2"; done; done
-  if [[ "$smoke" == --smoke ]]; then wiki_limit=2; book_budget=1; blimp_limit=2; else
+  if [[ "$smoke" == --smoke ]]; then wiki_limit=2; book_budget=1; blimp_limit=1; else
     wiki_limit=1000; book_budget=16000000; blimp_limit=1000; fi
   n=0; for f in "$shared"/blimp/*.jsonl; do
     [[ $(basename "$f") == published_results.jsonl ]] || { n=$((n + 1)); [[ $n -le $blimp_limit ]] || continue; }
@@ -150,7 +150,7 @@ case "$lease" in
            --config.train.warmup_steps=2 --config.train.log_every=3 --config.train.eval_every=3 --config.train.eval_batches=1
            --config.train.checkpoint_every=3 --config.train.blimp_pairs=2 --config.data.workers=1
            --config.data.max_seq_length=64)
-      ft=("${tiny[@]}" --config.train.num_steps=4 --config.train.eval_batch_size=64 --config.task.train_examples=64)
+      ft=("${tiny[@]}" --config.train.num_steps=2 --config.train.eval_batch_size=128 --config.task.train_examples=64)
       seeds=(0)
     else
       pre_limit=320; ft_limit=240; blimp_limit=240
