@@ -3,6 +3,7 @@ checks and the mesh, host 0's voice, the compiled step with out of memory as a o
 (TensorBoard, progress, SIGTERM, the non-finite check, a clean stop). Each entry point keeps its own main, which
 reads top to bottom in the order things happen; these are the steps of it that both take alike.
 """
+import gc
 import signal
 from typing import Callable
 
@@ -63,8 +64,11 @@ class Loop:
                              f'checkpoint is intact: {advice} and resume.')
 
   def finish(self, checkpoints, close=()) -> None:
-    """Closes what is open, waits for the checkpoints' writes, and writes the curves out."""
+    """Closes what is open, waits for the checkpoints' writes, and writes the curves out; what train.py froze
+    before its loop (gc.freeze) goes back to the garbage collector, so that a process that trains again (a sweep
+    in one process, the tests) frees it."""
     for thing in close:
       thing.close()
     checkpoints.wait_until_finished()
     self.writer.close()
+    gc.unfreeze()

@@ -125,6 +125,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   # What exists now (JAX's, Flax's and the compiled programs' objects, the sources' indexes) lives as long as the
   # run: frozen, Python's full garbage collections no longer walk it. They did, every few seconds, pausing the
   # loop for up to 61 ms each (12% of the time of serving batches; bench/serving.py in docs/benchmarks.md).
+  # loop.finish gives it back.
+  gc.collect()
   gc.freeze()
   step = first_step
   batch = train_data.next_batch() if step < config.train.num_steps else None

@@ -1,5 +1,6 @@
 """The training entry point on fake devices: sharded trajectories equal the single-device one, resume after
 SIGKILL and SIGTERM reproduces an uninterrupted run, restore onto another mesh, and bad setups fail early."""
+import gc
 import glob
 import json
 import os
@@ -48,11 +49,27 @@ def losses(workdir, steps):
   return np.array([series[s] for s in steps])
 
 
+FROZEN = {}  # the garbage collector's frozen objects as single_device_run saw them, during its collections and after
+
+
 @pytest.fixture(scope='module')
 def single_device_run(tiny_config, builtin_tokenizer, tmp_path_factory):
   workdir = tmp_path_factory.mktemp('single')
-  result = train.train_and_evaluate(small(tiny_config), workdir, devices=jax.devices()[:1])
+  seen = []
+  record = lambda phase, info: seen.append(gc.get_freeze_count())
+  gc.callbacks.append(record)
+  try:
+    result = train.train_and_evaluate(small(tiny_config), workdir, devices=jax.devices()[:1])
+  finally:
+    gc.callbacks.remove(record)
+  FROZEN.update(during=max(seen, default=0), after=gc.get_freeze_count())
   return workdir, result
+
+
+def test_the_loop_runs_with_its_setup_frozen_and_gives_it_back(single_device_run):
+  """Python's full collections skip what the run set up (gc.freeze before the loop: they paused it, and a GPU with
+  it, for up to a second), and a process that trains again frees it afterwards (unfrozen at the end)."""
+  assert FROZEN['during'] > 10_000 and FROZEN['after'] == 0
 
 
 def test_loss_falls_and_metrics_reach_tensorboard(single_device_run):
