@@ -17,11 +17,11 @@
 # at 512).
 #
 # Where the machine lacks packages (no network there), carry them as wheels in .whl (../shared/gpu/wheels.sh): they
-# are installed to /tmp/site first. Files that come back: lease.log, environment.txt, accelerator.json/.md and the
-# Perfetto traces of up to two profiled rows (open them in ui.perfetto.dev).
+# are installed to /tmp/site first. Files that come back: lease.log, environment.txt, and speed's accelerator.json/.md
+# and the Perfetto traces of up to two profiled rows (open them in ui.perfetto.dev), or pretrain's results.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-lease=${1:?usage: bench/gpu_lease.sh speed [--smoke]}
+lease=${1:?usage: bench/gpu_lease.sh speed|tuning|pack|pretrain [--smoke]}
 smoke=${2:-}
 if [[ "$lease" == pack ]]; then
   # The lease's data, bzip2-compressed file by file (the device unpacks them in parallel), within what a call
