@@ -1,4 +1,4 @@
-"""Pretraining on real English, Wikipedia and books, in about five minutes of one H100/H200 (issue 41's lease 2).
+"""Pretraining on real English, Wikipedia and books, in about four minutes of one H100/H200 (issue 41's lease 2).
 
   python -m albert_jax.train --config=configs/wiki_books_gpu.py --workdir=/tmp/albert_wiki_books_gpu/run
 
@@ -24,8 +24,9 @@ def get_config(arg=None):
   config.data.vocab = '/tmp/albert_wiki_books/vocab-30k.model'  # the CPU recipe's vocabulary command writes it
   config.model.update(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048, dtype='bfloat16',
                       scan_unroll=0)  # 0: unrolled on a GPU, the faster program there (docs/benchmarks.md)
-  # One GPU consumes some 15,000 instances a second at this size: one core makes about 4,000 at 128 (docs/data.md),
-  # so eight background processes make them, leaving cores for the main process and fine-tuning beside it.
+  # An H200 consumed 7,600 instances a second at this size, and would take more with the host keeping up: one core
+  # makes about 4,000 at 128 (docs/data.md), so eight background processes make them, leaving cores for the main
+  # process and fine-tuning beside it.
   config.data.workers = 8
   config.train.batch_size = 512
   # LAMB's rate a step is relative to each layer's norm; the CPU recipe's 1e-2 (H 128, batch 64) is near where
