@@ -74,8 +74,8 @@ def main(argv=None):
   tokenizer = vocab.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
   source = sources.open_source(sources.parse_specs(config.data.source)[0], config.data.tfds_data_dir)
   stream = pipeline._Stream(source, 0, 0, len(source), config.data, 'sop', tokenizer, None)
-  blob = pickle.dumps(stream.make_chunk(0, 0))
-  size = len(pickle.loads(blob).items)
+  chunk = stream.make_chunk(0, 0)
+  blob, size = pickle.dumps(chunk), len(chunk.items)
   print(f'{source.name}: a chunk of {size:,} instances ({len(blob) / size:,.0f} bytes each pickled); '
         f'{args.in_flight} in flight, batches of {args.batch}')
   results = {setting: [] for setting in SETTINGS}

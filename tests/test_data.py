@@ -327,7 +327,7 @@ def test_worker_processes_make_the_same_batches_and_resume_exactly(tiny_config, 
     resumed.close()
 
 
-def test_a_chunk_arrives_as_a_few_objects_whatever_its_size(tiny_config, builtin_tokenizer):
+def test_a_chunk_arrives_as_a_few_objects_whatever_its_size(tiny_config, builtin_tokenizer, monkeypatch):
   """What a worker sends: every (instance, masked) pair of the chunk comes back equal to the one made, yet the
   unpickled chunk adds a few dozen objects for Python's garbage collector to walk, not several per instance (with
   a GPU's workers in flight those were millions, and the collector's pauses idled the device, 2026-11-27)."""
@@ -337,11 +337,9 @@ def test_a_chunk_arrives_as_a_few_objects_whatever_its_size(tiny_config, builtin
   stream = pipeline._Stream(source, 0, 0, len(source), tiny_config.data, 'sop', builtin_tokenizer, None)
   made = []
   real_packing = pipeline.PackedItems
-  pipeline.PackedItems = lambda pairs: made.append(pairs) or real_packing(pairs)
-  try:
-    chunk = stream.make_chunk(0, 0)
-  finally:
-    pipeline.PackedItems = real_packing
+  monkeypatch.setattr(pipeline, 'PackedItems', lambda pairs: made.append(pairs) or real_packing(pairs))
+  chunk = stream.make_chunk(0, 0)
+  monkeypatch.undo()  # pickle finds the class by its name
   pairs = made[0]
   assert len(chunk.items) == len(pairs) >= 500
   for k, (instance, masked) in enumerate(pairs):

@@ -76,7 +76,7 @@ class PackedItems:
 
 
 def _offsets(lengths: list) -> np.ndarray:
-  return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
+  return np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths, dtype=np.int64)])
 
 
 def _concatenate(arrays: list) -> np.ndarray:
