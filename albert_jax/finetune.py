@@ -143,6 +143,16 @@ def split_prefix(split: str) -> str:
   return 'eval_' if split == 'dev' else f'eval_{split[len("dev_"):]}_'
 
 
+def make_program(task: Task, platform_config: ModelConfig, train_config, mesh) -> step_lib.Program:
+  """train.py's program with the task's model and head: what fine-tuning compiles (bench/step_profile.py too)."""
+  model = heads.make_model(platform_config, task.head)
+  dummy = task.dummy_inputs()
+  return step_lib.make_program(
+      model, lambda rng: model.init({'params': rng}, **dummy)['params'],
+      lambda params, batch, rng, deterministic, norms: task.loss(model, params, batch, rng, deterministic, norms),
+      task.normalizers, lambda params, batch: task.predict(model, params, batch), train_config, mesh)
+
+
 def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
   """Fine-tunes (or resumes) the run in `workdir`; returns the best checkpoint's dev metrics."""
   # ---- Config, starting point and workdir: every check before anything expensive.
@@ -186,12 +196,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       f' examples; starting from {init_description}')
 
   # ---- Model, optimizer, shardings and the compiled train step (train.py's program, with the task's head).
-  model = heads.make_model(platform_config, task.head)
-  dummy = task.dummy_inputs()
-  program = step_lib.make_program(
-      model, lambda rng: model.init({'params': rng}, **dummy)['params'],
-      lambda params, batch, rng, deterministic, norms: task.loss(model, params, batch, rng, deterministic, norms),
-      task.normalizers, lambda params, batch: task.predict(model, params, batch), config.train, mesh)
+  program = make_program(task, platform_config, config.train, mesh)
   abstract_state = program.abstract_state()
   # One compiled step per fixed length the training batches are padded to (the longest first: out of memory there
   # is found before the others compile).

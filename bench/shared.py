@@ -16,7 +16,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from albert_jax import interop, paths, sharding
+from albert_jax import finetune, interop, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import from_file
 
@@ -50,6 +50,36 @@ def random_batch(batch: int, seq_len: int, predictions: int, vocab: int) -> dict
           'masked_lm_ids': rng.integers(5, vocab, (batch, predictions)).astype(np.int32),
           'masked_lm_weights': np.ones((batch, predictions), np.float32),
           'sentence_order_labels': rng.integers(0, 2, batch).astype(np.int32)}
+
+
+def fine_tuning(task: str, pretraining_config) -> tuple:
+  """(config, finetune's Task): the GLUE task's config (batch, optimizer, classifier dropout, the bench's length)
+  around the pretraining config's model, for timing its fine-tuning step on random batches (no data read)."""
+  config = glue_task_config(task, folder='unread')
+  config.model = pretraining_config.model
+  return config, finetune.make_task(config)
+
+
+def random_classification_batch(batch: int, seq_len: int, vocab: int, num_labels: int) -> dict:
+  """A fine-tuning batch of random pieces (seeded), every row `seq_len` long, as classification features."""
+  rng = np.random.default_rng(0)
+  return {'input_ids': rng.integers(5, vocab, (batch, seq_len)).astype(np.int32),
+          'segment_ids': np.zeros((batch, seq_len), np.int32), 'input_mask': np.ones((batch, seq_len), np.int32),
+          'label_ids': rng.integers(0, num_labels, batch).astype(np.int32), 'weights': np.ones(batch, np.float32)}
+
+
+def hf_classifier(shape, task, batch: dict) -> tuple:
+  """(HF's AlbertForSequenceClassification of `shape` with the task's labels and classifier dropout, HF's own
+  initialisation, no other dropout; () -> its loss on our `batch`)."""
+  import torch
+  import transformers
+  config = hf_pretraining_model(shape).config
+  config.update({'num_labels': task.head['num_labels'], 'classifier_dropout_prob': task.head['classifier_dropout']})
+  hf = transformers.AlbertForSequenceClassification(config)
+  long = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.long)
+  inputs = {'input_ids': long(batch['input_ids']), 'token_type_ids': long(batch['segment_ids']),
+            'attention_mask': long(batch['input_mask']), 'labels': long(batch['label_ids'])}
+  return hf, lambda: hf(**inputs).loss
 
 
 def hf_mlm_labels(batch: dict) -> np.ndarray:
@@ -130,11 +160,12 @@ def time_interleaved(steps_by_name: dict, repeats: int, block: int = 1) -> tuple
 
 
 def train_py_step(program: step_lib.Program, batch: dict, mesh) -> tuple:
-  """(step(), XLA's peak bytes for the compiled step or None on a CPU): train.py's program (step.build),
-  compiled as train.py compiles it for this batch's shape, on a new state; step() returns the step's metrics."""
-  (batch_size, seq_len), predictions = batch['input_ids'].shape, batch['masked_lm_ids'].shape[1]
-  train_step = step_lib.compile_train_step(program, program.abstract_state(),
-                                           program.abstract_batch(batch_size, seq_len, predictions), mesh)
+  """(step(), XLA's peak bytes for the compiled step or None on a CPU): train.py's program (step.build) or
+  finetune.py's (finetune.make_program), compiled as they compile it for this batch's shapes, on a new state;
+  step() returns the step's metrics."""
+  abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=program.batch_sharding)
+                    for k, v in batch.items()}
+  train_step = step_lib.compile_train_step(program, program.abstract_state(), abstract_batch, mesh)
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     state = [program.new_state(jax.random.key(0))]
     device_batch = sharding.global_batch(batch, mesh)

@@ -1,6 +1,7 @@
 """Where a training step's time goes, ours against HF's, op by op: the profile behind the speed tables.
 
-  python bench/step_profile.py [--config=configs/tiny.py] [--batch=N] [--seq_len=N] [--steps=5] [--top=15]
+  python bench/step_profile.py [--config=configs/tiny.py] [--task=sst2] [--batch=N] [--seq_len=N] [--steps=5]
+      [--top=15]
 
 Ours: train.py's step (step.build, compiled as train.py compiles it) traced with jax.profiler; every operation
 XLA:CPU runs (a thunk: a fusion, a dot, a copy) is timed by the trace and named in the compiled HLO, whose
@@ -21,10 +22,12 @@ import time
 
 import jax
 
-from albert_jax import sharding
+from albert_jax import finetune, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import from_file, validate
-from shared import hf_pretraining_loss, hf_pretraining_model, perfetto_events, random_batch
+from albert_jax.config import from_file, validate, validate_finetune
+from albert_jax.model import ModelConfig
+from shared import (GLUE_TASKS, fine_tuning, hf_classifier, hf_pretraining_loss, hf_pretraining_model, perfetto_events,
+                    random_batch, random_classification_batch)
 
 PHASES = ('forward', 'backward', 'rest')
 INSTRUCTION = re.compile(r'^\s*(?:ROOT )?%?([\w.\-]+) = \S+ (\w[\w\-]*)\(.*?metadata=\{op_name="([^"]*)"')
@@ -65,14 +68,17 @@ def trace_seconds(directory: str) -> tuple:
   return seconds, count
 
 
-def ours(config, batch: dict, steps: int) -> tuple:
+def ours(config, shape, batch: dict, steps: int, task=None) -> tuple:
   """(seconds per step by phase, [(seconds per step, phase, what)] heaviest first, untraced seconds per step,
-  operations run per step by phase)."""
+  operations run per step by phase). The pretraining step train.py compiles, or with `task` the one finetune.py
+  compiles for it."""
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
-  program = step_lib.build(config, validate(config).for_platform(jax.devices()[0].platform), mesh)
-  (batch_size, seq_len), predictions = batch['input_ids'].shape, batch['masked_lm_ids'].shape[1]
-  compiled = step_lib.compile_train_step(program, program.abstract_state(),
-                                         program.abstract_batch(batch_size, seq_len, predictions), mesh)
+  platform_config = shape.for_platform(jax.devices()[0].platform)
+  program = (finetune.make_program(task, platform_config, config.train, mesh) if task
+             else step_lib.build(config, platform_config, mesh))
+  abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=program.batch_sharding)
+                    for k, v in batch.items()}
+  compiled = step_lib.compile_train_step(program, program.abstract_state(), abstract_batch, mesh)
   with jax.set_mesh(mesh):
     state = [program.new_state(jax.random.key(0))]
     device_batch = sharding.global_batch(batch, mesh)
@@ -103,16 +109,19 @@ def ours(config, batch: dict, steps: int) -> tuple:
   return by_phase, sorted(ops, reverse=True), untraced, calls
 
 
-def huggingface(config, batch: dict, steps: int) -> tuple:
+def huggingface(config, shape, batch: dict, steps: int, task=None) -> tuple:
   """The same for HF's step: each phase profiled by torch.profiler around its own call; operations by their own
-  (self) CPU time."""
+  (self) CPU time. With `task`, AlbertForSequenceClassification of the same shape on the same batch."""
   import torch
   torch.set_num_threads(os.cpu_count())
   torch.manual_seed(0)
-  hf = hf_pretraining_model(validate(config))
+  if task:
+    hf, loss_of = hf_classifier(shape, task, batch)
+  else:
+    hf = hf_pretraining_model(shape)
+    loss_of = hf_pretraining_loss(hf, batch, masked_only=True)
   hf.train()
   optimizer = torch.optim.AdamW(hf.parameters(), lr=1e-4, weight_decay=0.01)
-  loss_of = hf_pretraining_loss(hf, batch, masked_only=True)
 
   def forward():
     optimizer.zero_grad(set_to_none=True)
@@ -158,18 +167,31 @@ def main():
   parser.add_argument('--scan_unroll', type=int, help="model.scan_unroll (default: the config's)")
   parser.add_argument('--steps', type=int, default=5, help='profiled steps of each')
   parser.add_argument('--top', type=int, default=15, help='operations listed per side and phase')
+  parser.add_argument('--task', choices=sorted(GLUE_TASKS),
+                      help="the fine-tuning step of this GLUE task (finetune.py's program, its batch, length and "
+                           "optimizer; HF: AlbertForSequenceClassification) with the config's model")
   args = parser.parse_args()
   config = from_file(args.config)
+  task = None
+  if args.task:
+    config, task = fine_tuning(args.task, config)
   config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0)  # as HF's
   if args.scan_unroll is not None:
     config.model.scan_unroll = args.scan_unroll
-  batch_size, seq_len = args.batch or config.train.batch_size, args.seq_len or config.data.max_seq_length
+  default_length = config.task.max_seq_length if task else config.data.max_seq_length
+  batch_size, seq_len = args.batch or config.train.batch_size, args.seq_len or default_length
   config.model.max_position_embeddings = max(config.model.max_position_embeddings, seq_len)
-  shape = validate(config)
-  batch = random_batch(batch_size, seq_len, config.data.max_predictions_per_seq, shape.vocab_size)
-  sides = {'ours': ours(config, batch, args.steps), 'HF': huggingface(config, batch, args.steps)}
+  shape = ModelConfig.from_config(config.model) if task else validate(config)
+  if task:
+    validate_finetune(config, shape)
+    batch = random_classification_batch(batch_size, seq_len, shape.vocab_size, task.num_labels)
+  else:
+    batch = random_batch(batch_size, seq_len, config.data.max_predictions_per_seq, shape.vocab_size)
+  sides = {'ours': ours(config, shape, batch, args.steps, task),
+           'HF': huggingface(config, shape, batch, args.steps, task)}
+  what = (f'{args.task} fine-tuning step' if task else f'{config.data.max_predictions_per_seq} masked')
   print(f'{args.config}: V {shape.vocab_size}, E {shape.embedding_size}, H {shape.hidden_size}, '
-        f'{shape.num_layers} layers, batch {batch_size} x {seq_len}, {config.data.max_predictions_per_seq} masked, '
+        f'{shape.num_layers} layers, batch {batch_size} x {seq_len}, {what}, '
         f'scan_unroll {shape.for_platform(jax.devices()[0].platform).scan_unroll}, fp32, {args.steps} profiled steps '
         f'each, {jax.devices()[0].device_kind}, load {os.getloadavg()[0]:.2f}')
   print(f'| ms a step (operations) | {" | ".join(PHASES)} | traced sum | untraced step |\n|---|---|---|---|---|---|')

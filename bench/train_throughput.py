@@ -2,6 +2,7 @@
 stock and at equal work.
 
   python bench/train_throughput.py [--config=configs/base.py] [--batch=8] [--seq_len=128] [--steps=6]
+  python bench/train_throughput.py --config=configs/wiki_books_cpu_hour.py --task=sst2 [--seq_len=64] [--steps=12]
 
 All arms train the config's model shape (default ALBERT-base: V 30000, E 128, H 768, 12 layers, 12 heads, FFN 3072)
 in float32 without dropout on the same random batch (the config's masked positions per sequence, SOP labels), their
@@ -11,38 +12,47 @@ clipping, stock (its MLM head computes the vocabulary's logits at every position
 with the head at the masked positions alone (the work ours does). Batch and sequence length are the flags' (for
 ALBERT-base) or the config's (any other config). Prints, for each arm: the median step, tokens/s, FLOPs per token,
 MFU against its framework's measured float32 matmul rate, and ours against it in tokens/s and at equal work (FLOP/s
-against FLOP/s). The last line is `ratio: ...`. Needs the [hf] extra.
+against FLOP/s). The last line is `ratio: ...`. With `--task`, the fine-tuning step finetune.py compiles for that
+GLUE task (its batch, AdamW and classifier dropout; the config's model; every row `--seq_len` long, default the
+fine-tuning benches' length) against HF's AlbertForSequenceClassification on the same batch with torch.optim.AdamW
+and the same clipping: the same work, so one ratio. Needs the [hf] extra.
 """
 import argparse
 import os
 
 import jax
 
-from albert_jax import metrics, sharding
+from albert_jax import finetune, metrics, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import from_file, validate
+from albert_jax.config import from_file, validate, validate_finetune
+from albert_jax.model import ModelConfig
 from albert_jax.summary import training_flops_per_sequence
-from shared import (hf_pretraining_loss, hf_pretraining_model, random_batch, time_interleaved, torch_matmul_flops,
-                    train_py_step)
+from shared import (GLUE_TASKS, fine_tuning, hf_classifier, hf_pretraining_loss, hf_pretraining_model, random_batch,
+                    random_classification_batch, time_interleaved, torch_matmul_flops, train_py_step)
 
 
-def ours(config, batch):
-  """train.py's step (step.build, compiled as train.py compiles it) on one device."""
+def ours(config, shape, batch, task=None):
+  """train.py's step (step.build, compiled as train.py compiles it) on one device; with `task`, finetune.py's."""
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
-  program = step_lib.build(config, validate(config).for_platform(jax.devices()[0].platform), mesh)
+  platform_config = shape.for_platform(jax.devices()[0].platform)
+  program = (finetune.make_program(task, platform_config, config.train, mesh) if task
+             else step_lib.build(config, platform_config, mesh))
   return train_py_step(program, batch, mesh)[0]
 
 
-def huggingface(config, batch, masked_only: bool):
+def huggingface(config, shape, batch, masked_only: bool = False, task=None):
   """HF's step on its own initial weights, torch.optim.AdamW, clipped as ours; stock or with the MLM head at the
-  masked positions alone (shared.hf_pretraining_loss)."""
+  masked positions alone (shared.hf_pretraining_loss); with `task`, AlbertForSequenceClassification's."""
   import torch
   torch.set_num_threads(os.cpu_count())
   torch.manual_seed(0)
-  hf = hf_pretraining_model(validate(config))
+  if task:
+    hf, loss = hf_classifier(shape, task, batch)
+  else:
+    hf = hf_pretraining_model(shape)
+    loss = hf_pretraining_loss(hf, batch, masked_only)
   hf.train()
   optimizer = torch.optim.AdamW(hf.parameters(), lr=1e-4, weight_decay=0.01)
-  loss = hf_pretraining_loss(hf, batch, masked_only)
 
   def step():
     optimizer.zero_grad(set_to_none=True)
@@ -63,8 +73,11 @@ def main():
   parser.add_argument('--steps', type=int, default=6, help='timed steps of each')
   parser.add_argument('--scan_unroll', type=int, help="model.scan_unroll; default: the config's, or num_layers for "
                       'a config made for pods (unrolled is the fastest setting on a CPU; 1 is the TPU default)')
+  parser.add_argument('--task', choices=sorted(GLUE_TASKS), help="time this GLUE task's fine-tuning step instead")
   args = parser.parse_args()
   config = from_file(args.config)
+  if args.task:
+    return fine_tuning_ratio(args, config)
   config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0)  # as HF's below
   for_pods = config.train.batch_size > 64
   batch_size = args.batch or (8 if for_pods else config.train.batch_size)
@@ -75,8 +88,8 @@ def main():
   predictions = config.data.max_predictions_per_seq
   batch = random_batch(batch_size, seq_len, predictions, model_config.vocab_size)
   tokens = batch_size * seq_len
-  arms = {'ours': ours(config, batch), 'hf': huggingface(config, batch, masked_only=False),
-          'hf_masked_only': huggingface(config, batch, masked_only=True)}
+  arms = {'ours': ours(config, model_config, batch), 'hf': huggingface(config, model_config, batch),
+          'hf_masked_only': huggingface(config, model_config, batch, masked_only=True)}
   seconds, load = time_interleaved(arms, args.steps)
   peak, torch_peak = metrics.measured_matmul_flops(size=2048), torch_matmul_flops()
   # FLOPs per sequence: ours and HF masked-only compute the MLM output at the masked positions; stock HF at all.
@@ -107,6 +120,27 @@ def main():
   print(f'  ratio: {out["hf"]["speedup"]:.2f}x HF tokens/s stock, {out["hf"]["speedup_equal_work"]:.2f}x at equal '
         f'work; {out["hf_masked_only"]["speedup"]:.2f}x HF with the head at the masked positions')
   return out
+
+def fine_tuning_ratio(args, pretraining_config) -> dict:
+  """The fine-tuning step's arms (ours, HF) alternated on one random batch of full rows; prints and returns both."""
+  config, task = fine_tuning(args.task, pretraining_config)
+  config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0)  # as HF's; the classifier's 0.1 stays, as both
+  batch_size, seq_len = args.batch or config.train.batch_size, args.seq_len or config.task.max_seq_length
+  shape = ModelConfig.from_config(config.model)
+  validate_finetune(config, shape)
+  batch = random_classification_batch(batch_size, seq_len, shape.vocab_size, task.num_labels)
+  seconds, load = time_interleaved({'ours': ours(config, shape, batch, task),
+                                    'hf': huggingface(config, shape, batch, task=task)}, args.steps)
+  print(f'{args.config}, {args.task} fine-tuning: V {shape.vocab_size}, E {shape.embedding_size}, '
+        f'H {shape.hidden_size}, {shape.num_layers} layers, fp32, batch {batch_size} x {seq_len}, '
+        f'{jax.devices()[0].device_kind}; median of {args.steps} alternated steps each; load average '
+        f'{load["before"]:.2f} before, {load["after"]:.2f} after')
+  tokens = batch_size * seq_len
+  for arm, name in (('ours', f'albert_jax ({config.train.optimizer})'), ('hf', 'HF AlbertForSequenceClassification')):
+    print(f'  {name:<38}{seconds[arm]:8.3f} s/step{tokens / seconds[arm]:10.0f} tokens/s')
+  print(f'  ratio: {seconds["hf"] / seconds["ours"]:.2f}x HF tokens/s (the same work)')
+  return {'seconds': seconds, 'speedup': seconds['hf'] / seconds['ours'], 'load': load}
+
 
 if __name__ == '__main__':
   main()

@@ -1,5 +1,6 @@
 """bench/shared.py, what every bench measures with: HF's labels for our batch give HF's pretraining loss equal to
-ours from the same weights, stock and with its MLM head at the masked positions alone; the step it times is train.py's own; the timing alternates as it says; TensorBoard's
+ours from the same weights, stock and with its MLM head at the masked positions alone; the step it times is train.py's own
+(or finetune.py's, against HF's classifier of the same size); the timing alternates as it says; TensorBoard's
 scalars read back what metrics.Writer wrote."""
 
 import flax.linen as nn
@@ -7,10 +8,11 @@ import jax
 import numpy as np
 import pytest
 
-from albert_jax import metrics, sharding
+from albert_jax import finetune, metrics, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import validate
-from albert_jax.model import Albert, init_params
+from albert_jax.downstream import heads
+from albert_jax.model import Albert, ModelConfig, init_params
 from conftest import import_bench
 
 transformers = pytest.importorskip('transformers')
@@ -86,3 +88,32 @@ def test_tensorboard_scalars_read_back_what_the_writer_wrote(shared, tmp_path):
   assert sorted((step, value) for _, step, value in series['loss']) == [(1, 0.5), (2, 0.25), (3, 0.125)]
   assert sorted(value for _, _, value in series['eval_mlm_accuracy']) == [0.5, 0.75, 0.875]
   assert all(wall >= start for points in series.values() for wall, _, _ in points)
+
+
+def test_the_fine_tuning_arms_are_finetune_pys_program_and_hfs_classifier_of_its_size(shared, tiny):
+  """The fine-tuning benches time finetune.py's compiled program (its step's loss is the task's loss of the same
+  state) against HF's AlbertForSequenceClassification of the same shape: as many parameters (but its E -> H mapping), the same loss of an
+  untrained two-way head on the same batch."""
+  config, task = shared.fine_tuning('sst2', tiny)
+  assert config.train.optimizer == 'adamw' and task.num_labels == 2 and config.model == tiny.model
+  task.classifier_dropout = 0.0  # no dropout anywhere: the step's loss is the loss, to float32 rounding
+  shape = ModelConfig.from_config(config.model)
+  batch = shared.random_classification_batch(4, 16, shape.vocab_size, task.num_labels)
+  assert batch['input_mask'].all() and set(np.unique(batch['label_ids'])) <= {0, 1}
+  mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
+  program = finetune.make_program(task, shape.for_platform('cpu'), config.train, mesh)
+  step, _ = shared.train_py_step(program, batch, mesh)
+  ours = float(step()['loss'])
+  with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+    state = program.new_state(jax.random.key(0))
+    expected = task.loss(heads.make_model(shape, task.head), state['params'], batch, jax.random.key(0), True)[0]
+  np.testing.assert_allclose(ours, float(expected), rtol=1e-6)
+  hf, loss = shared.hf_classifier(shape, task, batch)
+  # HF always maps the embeddings to the hidden size; ours, as the original, only where they differ (not here).
+  assert shape.embedding_size == shape.hidden_size and not shape.embedding_projection
+  projection = shape.embedding_size * shape.hidden_size + shape.hidden_size
+  assert sum(x.size for x in jax.tree.leaves(program.abstract_params)) + projection == sum(
+      p.numel() for p in hf.parameters())
+  hf.eval()
+  with torch.no_grad():
+    assert abs(float(loss()) - ours) < 0.05 and abs(ours - np.log(2)) < 0.05  # both near ln 2, untrained
