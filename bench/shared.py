@@ -18,7 +18,8 @@ import numpy as np
 
 from albert_jax import finetune, interop, paths, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import from_file
+from albert_jax.config import from_file, validate_finetune
+from albert_jax.model import ModelConfig
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -52,20 +53,24 @@ def random_batch(batch: int, seq_len: int, predictions: int, vocab: int) -> dict
           'sentence_order_labels': rng.integers(0, 2, batch).astype(np.int32)}
 
 
-def fine_tuning(task: str, pretraining_config) -> tuple:
-  """(config, finetune's Task): the GLUE task's config (batch, optimizer, classifier dropout, the bench's length)
-  around the pretraining config's model, for timing its fine-tuning step on random batches (no data read)."""
+def fine_tuning(task: str, pretraining_config, batch_size: int = None, seq_len: int = None) -> tuple:
+  """(config, finetune's Task, the model's shape, a batch): the GLUE task's config (its batch, optimizer and
+  classifier dropout; no other dropout, as HF's arms) around a copy of the pretraining config's model, and a
+  random batch (seeded) of `batch_size` (default: the task's) full rows of `seq_len` pieces (default: the bench's
+  length for the task), for timing the fine-tuning step; no data is read."""
   config = glue_task_config(task, folder='unread')
-  config.model = pretraining_config.model
-  return config, finetune.make_task(config)
-
-
-def random_classification_batch(batch: int, seq_len: int, vocab: int, num_labels: int) -> dict:
-  """A fine-tuning batch of random pieces (seeded), every row `seq_len` long, as classification features."""
-  rng = np.random.default_rng(0)
-  return {'input_ids': rng.integers(5, vocab, (batch, seq_len)).astype(np.int32),
-          'segment_ids': np.zeros((batch, seq_len), np.int32), 'input_mask': np.ones((batch, seq_len), np.int32),
-          'label_ids': rng.integers(0, num_labels, batch).astype(np.int32), 'weights': np.ones(batch, np.float32)}
+  config.model = pretraining_config.model.copy_and_resolve_references()
+  seq_len = seq_len or config.task.max_seq_length
+  config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0,
+                      max_position_embeddings=max(config.model.max_position_embeddings, seq_len))
+  shape = ModelConfig.from_config(config.model)
+  validate_finetune(config, shape)
+  task = finetune.make_task(config)
+  rows, rng = batch_size or config.train.batch_size, np.random.default_rng(0)
+  batch = {'input_ids': rng.integers(5, shape.vocab_size, (rows, seq_len)).astype(np.int32),
+           'segment_ids': np.zeros((rows, seq_len), np.int32), 'input_mask': np.ones((rows, seq_len), np.int32),
+           'label_ids': rng.integers(0, task.num_labels, rows).astype(np.int32), 'weights': np.ones(rows, np.float32)}
+  return config, task, shape, batch
 
 
 def hf_classifier(shape, task, batch: dict) -> tuple:

@@ -24,10 +24,9 @@ import jax
 
 from albert_jax import finetune, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import from_file, validate, validate_finetune
-from albert_jax.model import ModelConfig
+from albert_jax.config import from_file, validate
 from shared import (GLUE_TASKS, fine_tuning, hf_classifier, hf_pretraining_loss, hf_pretraining_model, perfetto_events,
-                    random_batch, random_classification_batch)
+                    random_batch)
 
 PHASES = ('forward', 'backward', 'rest')
 INSTRUCTION = re.compile(r'^\s*(?:ROOT )?%?([\w.\-]+) = \S+ (\w[\w\-]*)\(.*?metadata=\{op_name="([^"]*)"')
@@ -172,20 +171,17 @@ def main():
                            "optimizer; HF: AlbertForSequenceClassification) with the config's model")
   args = parser.parse_args()
   config = from_file(args.config)
-  task = None
-  if args.task:
-    config, task = fine_tuning(args.task, config)
   config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0)  # as HF's
   if args.scan_unroll is not None:
     config.model.scan_unroll = args.scan_unroll
-  default_length = config.task.max_seq_length if task else config.data.max_seq_length
-  batch_size, seq_len = args.batch or config.train.batch_size, args.seq_len or default_length
-  config.model.max_position_embeddings = max(config.model.max_position_embeddings, seq_len)
-  shape = ModelConfig.from_config(config.model) if task else validate(config)
-  if task:
-    validate_finetune(config, shape)
-    batch = random_classification_batch(batch_size, seq_len, shape.vocab_size, task.num_labels)
+  task = None
+  if args.task:
+    config, task, shape, batch = fine_tuning(args.task, config, args.batch, args.seq_len)
+    batch_size, seq_len = batch['input_ids'].shape
   else:
+    batch_size, seq_len = args.batch or config.train.batch_size, args.seq_len or config.data.max_seq_length
+    config.model.max_position_embeddings = max(config.model.max_position_embeddings, seq_len)
+    shape = validate(config)
     batch = random_batch(batch_size, seq_len, config.data.max_predictions_per_seq, shape.vocab_size)
   sides = {'ours': ours(config, shape, batch, args.steps, task),
            'HF': huggingface(config, shape, batch, args.steps, task)}

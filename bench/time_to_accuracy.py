@@ -12,8 +12,9 @@ them) and fed the same batches from our pipeline, in the same order (the pipelin
   hf_masked_only  HF's modules, torch.optim.AdamW, the MLM head at the masked positions alone (ours's work);
   hf              HF as its users run it: the MLM head's vocabulary logits at every position.
 hf_masked_only and hf compute the same loss and gradients (HF's labels are -100 off the masked positions), so
-their ratio is the work avoided; ours_adamw against hf_masked_only is execution at equal work and optimizer
-family; ours against ours_adamw is the optimizer. All use the config's gradient clipping, warmup share and linear
+their ratio is the work avoided; ours_adamw against hf_masked_only is execution at equal work (their step times)
+and the two AdamWs (the original's, without bias correction, against torch's: their steps to the same accuracy);
+ours against ours_adamw is the optimizer. All use the config's gradient clipping, warmup share and linear
 decay counted from step 0 (optim.schedule), fitted to the steps each arm reaches in the minutes (its step time
 measured beforehand on a throwaway copy). Ours is compiled before its clock starts; the clocks run only during
 steps (batches are made, and the models evaluated, with the clock stopped). The arms alternate, their order
@@ -248,10 +249,15 @@ def tables(rounds: list, summary: dict, arms: list, evals: int) -> str:
                  f'{plus_minus(s["final"], 4)} | {share} |')
   share = {arm: summary[arm]['share_of_hf_time'] and summary[arm]['share_of_hf_time'][0] for arm in arms}
   if set(arms) == set(ARMS) and all(share.values()):
-    # ours / hf = (ours / ours_adamw) x (ours_adamw / hf_masked_only) x (hf_masked_only / hf), in time to HF's final
-    lines.append(f"\nours's share of HF's time, {share['ours']:.2f} = optimizer "
+    # ours / hf = (ours / ours_adamw) x (ours_adamw / hf_masked_only) x (hf_masked_only / hf), in time to HF's
+    # final; the middle factor, the two AdamW arms at equal work, is their step times' ratio (execution) times
+    # the ratio of their steps to get there (the two AdamWs: the original's has no bias correction, torch's has).
+    execution = summary['ours_adamw']['seconds_per_step'][0] / summary['hf_masked_only']['seconds_per_step'][0]
+    lines.append(f"\nours's share of HF's time, {share['ours']:.2f} = optimizer (LAMB against our AdamW) "
                  f"{share['ours'] / share['ours_adamw']:.2f}"
-                 f" x execution at equal work {share['ours_adamw'] / share['hf_masked_only']:.2f}"
+                 f" x AdamW's steps to get there (ours, no bias correction, against torch's) "
+                 f"{share['ours_adamw'] / share['hf_masked_only'] / execution:.2f}"
+                 f" x execution at equal work (s/step) {execution:.2f}"
                  f" x work avoided {share['hf_masked_only']:.2f}")
   return '\n'.join(lines)
 

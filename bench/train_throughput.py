@@ -24,11 +24,10 @@ import jax
 
 from albert_jax import finetune, metrics, sharding
 from albert_jax import step as step_lib
-from albert_jax.config import from_file, validate, validate_finetune
-from albert_jax.model import ModelConfig
+from albert_jax.config import from_file, validate
 from albert_jax.summary import training_flops_per_sequence
 from shared import (GLUE_TASKS, fine_tuning, hf_classifier, hf_pretraining_loss, hf_pretraining_model, random_batch,
-                    random_classification_batch, time_interleaved, torch_matmul_flops, train_py_step)
+                    time_interleaved, torch_matmul_flops, train_py_step)
 
 
 def ours(config, shape, batch, task=None):
@@ -123,12 +122,8 @@ def main():
 
 def fine_tuning_ratio(args, pretraining_config) -> dict:
   """The fine-tuning step's arms (ours, HF) alternated on one random batch of full rows; prints and returns both."""
-  config, task = fine_tuning(args.task, pretraining_config)
-  config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0)  # as HF's; the classifier's 0.1 stays, as both
-  batch_size, seq_len = args.batch or config.train.batch_size, args.seq_len or config.task.max_seq_length
-  shape = ModelConfig.from_config(config.model)
-  validate_finetune(config, shape)
-  batch = random_classification_batch(batch_size, seq_len, shape.vocab_size, task.num_labels)
+  config, task, shape, batch = fine_tuning(args.task, pretraining_config, args.batch, args.seq_len)
+  batch_size, seq_len = batch['input_ids'].shape
   seconds, load = time_interleaved({'ours': ours(config, shape, batch, task),
                                     'hf': huggingface(config, shape, batch, task=task)}, args.steps)
   print(f'{args.config}, {args.task} fine-tuning: V {shape.vocab_size}, E {shape.embedding_size}, '

@@ -94,12 +94,12 @@ def test_the_fine_tuning_arms_are_finetune_pys_program_and_hfs_classifier_of_its
   """The fine-tuning benches time finetune.py's compiled program (its step's loss is the task's loss of the same
   state) against HF's AlbertForSequenceClassification of the same shape: as many parameters (but its E -> H mapping), the same loss of an
   untrained two-way head on the same batch."""
-  config, task = shared.fine_tuning('sst2', tiny)
-  assert config.train.optimizer == 'adamw' and task.num_labels == 2 and config.model == tiny.model
+  config, task, shape, batch = shared.fine_tuning('sst2', tiny, batch_size=4, seq_len=16)
+  assert config.train.optimizer == 'adamw' and task.num_labels == 2 and task.classifier_dropout == 0.1
+  assert shape == ModelConfig.from_config(tiny.model)  # the tiny fixture has no dropout already
+  assert batch['input_ids'].shape == (4, 16) and batch['input_mask'].all()
+  assert set(np.unique(batch['label_ids'])) <= {0, 1}
   task.classifier_dropout = 0.0  # no dropout anywhere: the step's loss is the loss, to float32 rounding
-  shape = ModelConfig.from_config(config.model)
-  batch = shared.random_classification_batch(4, 16, shape.vocab_size, task.num_labels)
-  assert batch['input_mask'].all() and set(np.unique(batch['label_ids'])) <= {0, 1}
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
   program = finetune.make_program(task, shape.for_platform('cpu'), config.train, mesh)
   step, _ = shared.train_py_step(program, batch, mesh)
