@@ -144,7 +144,7 @@ def split_prefix(split: str) -> str:
 
 
 def make_program(task: Task, platform_config: ModelConfig, train_config, mesh) -> step_lib.Program:
-  """train.py's program with the task's model and head: what fine-tuning compiles (bench/step_profile.py too)."""
+  """train.py's program with the task's model and head: what fine-tuning compiles (and the speed benches)."""
   model = heads.make_model(platform_config, task.head)
   dummy = task.dummy_inputs()
   return step_lib.make_program(

@@ -60,7 +60,7 @@ def fine_tuning(task: str, pretraining_config, batch_size: int = None, seq_len: 
   length for the task), for timing the fine-tuning step; no data is read."""
   config = glue_task_config(task, folder='unread')
   config.model = pretraining_config.model.copy_and_resolve_references()
-  seq_len = seq_len or config.task.max_seq_length
+  seq_len = config.task.max_seq_length = seq_len or config.task.max_seq_length
   config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0,
                       max_position_embeddings=max(config.model.max_position_embeddings, seq_len))
   shape = ModelConfig.from_config(config.model)
