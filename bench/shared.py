@@ -87,6 +87,15 @@ def hf_classifier(shape, task, batch: dict) -> tuple:
   return hf, lambda: hf(**inputs).loss
 
 
+def hf_arm(shape, batch: dict, task=None, masked_only: bool = False) -> tuple:
+  """(HF's model, () -> its loss on our `batch`): with a finetune Task its classifier (hf_classifier), else its
+  pretraining model, stock or with the MLM head at the masked positions alone (hf_pretraining_loss)."""
+  if task:
+    return hf_classifier(shape, task, batch)
+  hf = hf_pretraining_model(shape)
+  return hf, hf_pretraining_loss(hf, batch, masked_only)
+
+
 def hf_mlm_labels(batch: dict) -> np.ndarray:
   """HF's MLM labels for our batch: the masked piece at each masked position of weight > 0, -100 (no loss)
   everywhere else."""
@@ -164,13 +173,28 @@ def time_interleaved(steps_by_name: dict, repeats: int, block: int = 1) -> tuple
   return {name: statistics.median(t) for name, t in times.items()}, load
 
 
+def program_on_one_device(config, shape, task=None) -> tuple:
+  """(program, mesh of this machine's first device): train.py's program (step.build) for `shape`, or with a
+  finetune Task the one finetune.py compiles for it (finetune.make_program)."""
+  mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
+  platform_config = shape.for_platform(jax.devices()[0].platform)
+  program = (finetune.make_program(task, platform_config, config.train, mesh) if task
+             else step_lib.build(config, platform_config, mesh))
+  return program, mesh
+
+
+def compiled_train_step(program: step_lib.Program, batch: dict, mesh):
+  """The program's train step compiled as train.py and finetune.py compile it, for this batch's shapes."""
+  abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=program.batch_sharding)
+                    for k, v in batch.items()}
+  return step_lib.compile_train_step(program, program.abstract_state(), abstract_batch, mesh)
+
+
 def train_py_step(program: step_lib.Program, batch: dict, mesh) -> tuple:
   """(step(), XLA's peak bytes for the compiled step or None on a CPU): train.py's program (step.build) or
   finetune.py's (finetune.make_program), compiled as they compile it for this batch's shapes, on a new state;
   step() returns the step's metrics."""
-  abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=program.batch_sharding)
-                    for k, v in batch.items()}
-  train_step = step_lib.compile_train_step(program, program.abstract_state(), abstract_batch, mesh)
+  train_step = compiled_train_step(program, batch, mesh)
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     state = [program.new_state(jax.random.key(0))]
     device_batch = sharding.global_batch(batch, mesh)

@@ -22,10 +22,9 @@ import time
 
 import jax
 
-from albert_jax import finetune, sharding
-from albert_jax import step as step_lib
+from albert_jax import sharding
 from albert_jax.config import from_file, validate
-from shared import (GLUE_TASKS, fine_tuning, hf_classifier, hf_pretraining_loss, hf_pretraining_model, perfetto_events,
+from shared import (GLUE_TASKS, compiled_train_step, fine_tuning, hf_arm, perfetto_events, program_on_one_device,
                     random_batch)
 
 PHASES = ('forward', 'backward', 'rest')
@@ -71,13 +70,8 @@ def ours(config, shape, batch: dict, steps: int, task=None) -> tuple:
   """(seconds per step by phase, [(seconds per step, phase, what)] heaviest first, untraced seconds per step,
   operations run per step by phase). The pretraining step train.py compiles, or with `task` the one finetune.py
   compiles for it."""
-  mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
-  platform_config = shape.for_platform(jax.devices()[0].platform)
-  program = (finetune.make_program(task, platform_config, config.train, mesh) if task
-             else step_lib.build(config, platform_config, mesh))
-  abstract_batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=program.batch_sharding)
-                    for k, v in batch.items()}
-  compiled = step_lib.compile_train_step(program, program.abstract_state(), abstract_batch, mesh)
+  program, mesh = program_on_one_device(config, shape, task)
+  compiled = compiled_train_step(program, batch, mesh)
   with jax.set_mesh(mesh):
     state = [program.new_state(jax.random.key(0))]
     device_batch = sharding.global_batch(batch, mesh)
@@ -114,11 +108,7 @@ def huggingface(config, shape, batch: dict, steps: int, task=None) -> tuple:
   import torch
   torch.set_num_threads(os.cpu_count())
   torch.manual_seed(0)
-  if task:
-    hf, loss_of = hf_classifier(shape, task, batch)
-  else:
-    hf = hf_pretraining_model(shape)
-    loss_of = hf_pretraining_loss(hf, batch, masked_only=True)
+  hf, loss_of = hf_arm(shape, batch, task, masked_only=True)
   hf.train()
   optimizer = torch.optim.AdamW(hf.parameters(), lr=1e-4, weight_decay=0.01)
 

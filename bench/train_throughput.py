@@ -23,20 +23,16 @@ import os
 
 import jax
 
-from albert_jax import finetune, metrics, sharding
-from albert_jax import step as step_lib
+from albert_jax import metrics
 from albert_jax.config import from_file, validate
 from albert_jax.summary import training_flops_per_sequence
-from shared import (GLUE_TASKS, fine_tuning, hf_classifier, hf_pretraining_loss, hf_pretraining_model, random_batch,
-                    time_interleaved, torch_matmul_flops, train_py_step)
+from shared import (GLUE_TASKS, fine_tuning, hf_arm, program_on_one_device, random_batch, time_interleaved,
+                    torch_matmul_flops, train_py_step)
 
 
 def ours(config, shape, batch, task=None):
   """train.py's step (step.build, compiled as train.py compiles it) on one device; with `task`, finetune.py's."""
-  mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
-  platform_config = shape.for_platform(jax.devices()[0].platform)
-  program = (finetune.make_program(task, platform_config, config.train, mesh) if task
-             else step_lib.build(config, platform_config, mesh))
+  program, mesh = program_on_one_device(config, shape, task)
   return train_py_step(program, batch, mesh)[0]
 
 
@@ -46,11 +42,7 @@ def huggingface(config, shape, batch, masked_only: bool = False, task=None):
   import torch
   torch.set_num_threads(os.cpu_count())
   torch.manual_seed(0)
-  if task:
-    hf, loss = hf_classifier(shape, task, batch)
-  else:
-    hf = hf_pretraining_model(shape)
-    loss = hf_pretraining_loss(hf, batch, masked_only)
+  hf, loss = hf_arm(shape, batch, task, masked_only)
   hf.train()
   optimizer = torch.optim.AdamW(hf.parameters(), lr=1e-4, weight_decay=0.01)
 
