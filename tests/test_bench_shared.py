@@ -1,7 +1,7 @@
 """bench/shared.py, what every bench measures with: HF's labels for our batch give HF's pretraining loss equal to
-ours from the same weights, stock and with its MLM head at the masked positions alone; the step it times is train.py's own
-(or finetune.py's, against HF's classifier of the same size); the timing alternates as it says; TensorBoard's
-scalars read back what metrics.Writer wrote."""
+ours from the same weights, stock and with its MLM head at the masked positions alone; the step it times is
+train.py's own (or finetune.py's, against HF's classifier of the same size); the timing alternates as it says;
+TensorBoard's scalars read back what metrics.Writer wrote."""
 
 import flax.linen as nn
 import jax
@@ -92,8 +92,8 @@ def test_tensorboard_scalars_read_back_what_the_writer_wrote(shared, tmp_path):
 
 def test_the_fine_tuning_arms_are_finetune_pys_program_and_hfs_classifier_of_its_size(shared, tiny):
   """The fine-tuning benches time finetune.py's compiled program (its step's loss is the task's loss of the same
-  state) against HF's AlbertForSequenceClassification of the same shape: as many parameters (but its E -> H mapping), the same loss of an
-  untrained two-way head on the same batch."""
+  state) against HF's AlbertForSequenceClassification of the same shape: as many parameters (but its E -> H
+  mapping), the same loss of an untrained two-way head on the same batch."""
   config, task, shape, batch = shared.fine_tuning('sst2', tiny, batch_size=4, seq_len=16)
   assert config.train.optimizer == 'adamw' and task.num_labels == 2 and task.classifier_dropout == 0.1
   assert shape == ModelConfig.from_config(tiny.model)  # the tiny fixture has no dropout already
