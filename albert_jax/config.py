@@ -11,6 +11,7 @@ import sys
 import ml_collections
 from absl import app, flags, logging
 
+from albert_jax import cpu_allocator
 from albert_jax.errors import ConfigError
 from albert_jax.model import ModelConfig
 
@@ -234,6 +235,7 @@ def run_cli(main) -> None:
       fail(' '.join(str(refused or e).split()))
 
   def checked(argv):
+    cpu_allocator.reuse_freed_memory()  # before the tool's JAX allocates anything
     if not flags.FLAGS['verbosity'].present:  # TFDS and JAX log every dataset and backend they try at INFO
       logging.set_verbosity(logging.WARNING)
     try:

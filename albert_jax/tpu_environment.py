@@ -12,20 +12,28 @@ import importlib.util
 import os
 
 
-def tpu_chips() -> int:
-  """TPU chips on this machine's PCI bus, by JAX's own test; -1 (unknown) where that test is unavailable. The
-  test's file (standard library only) is loaded by itself: importing the jax package for it would cost every
-  albert_jax import a second and more, the launch scripts' included, which use no JAX."""
+def jax_hardware_probe():
+  """JAX's own tests for TPU chips on the PCI bus and GPU device files (jax/_src/hardware_utils.py), or None where
+  that file is unavailable. The file (standard library only) is loaded by itself: importing the jax package for it
+  would cost every albert_jax import a second and more, the launch scripts' included, which use no JAX."""
   jax_spec = importlib.util.find_spec('jax')  # finds the package without importing it
   if jax_spec is None or not jax_spec.submodule_search_locations:
-    return -1
+    return None
   file = os.path.join(jax_spec.submodule_search_locations[0], '_src', 'hardware_utils.py')
   try:
     spec = importlib.util.spec_from_file_location('albert_jax._jax_hardware_utils', file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.num_available_tpu_chips_and_device_id()[0]
-  except Exception:  # a best-effort probe (the file moved or changed in a newer JAX): leave libtpu alone
+    return module
+  except Exception:  # a best-effort probe (the file moved or changed in a newer JAX)
+    return None
+
+
+def tpu_chips() -> int:
+  """TPU chips on this machine's PCI bus, by JAX's own test; -1 (unknown) where that test is unavailable."""
+  try:
+    return jax_hardware_probe().num_available_tpu_chips_and_device_id()[0]
+  except Exception:  # no probe, or it changed: unknown, so libtpu is left alone
     return -1
 
 

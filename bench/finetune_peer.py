@@ -35,7 +35,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
-from albert_jax import finetune, interop, paths, stats  # noqa: E402
+from albert_jax import cpu_allocator, finetune, interop, paths, stats  # noqa: E402
 from albert_jax.downstream import lengths  # noqa: E402
 from shared import GLUE_TASKS, glue_task_config, tensorboard_scalars  # noqa: E402
 
@@ -207,4 +207,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == '__main__':
+  cpu_allocator.reuse_freed_memory()  # as the command-line tools, for both sides alike
   main()

@@ -36,7 +36,7 @@ import numpy as np
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from albert_jax import finetune, paths, stats  # noqa: E402
+from albert_jax import cpu_allocator, finetune, paths, stats  # noqa: E402
 from albert_jax.data import vocab  # noqa: E402
 from albert_jax.downstream import classification  # noqa: E402
 from shared import GLUE_TASKS, glue_task_config  # noqa: E402
@@ -294,4 +294,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == '__main__':
+  cpu_allocator.reuse_freed_memory()  # as the command-line tools, for both sides alike
   main()

@@ -22,7 +22,7 @@ import time
 
 import jax
 
-from albert_jax import sharding
+from albert_jax import cpu_allocator, sharding
 from albert_jax.config import from_file, validate
 from shared import (GLUE_TASKS, compiled_train_step, fine_tuning, hf_arm, perfetto_events, program_on_one_device,
                     random_batch)
@@ -194,4 +194,5 @@ def main():
 
 
 if __name__ == '__main__':
+  cpu_allocator.reuse_freed_memory()  # as the command-line tools, for both sides alike
   main()

@@ -38,7 +38,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from albert_jax import paths, sharding, stats
+from albert_jax import cpu_allocator, paths, sharding, stats
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate
 from albert_jax.data import pipeline, vocab
@@ -337,4 +337,5 @@ def main():
 
 
 if __name__ == '__main__':
+  cpu_allocator.reuse_freed_memory()  # as the command-line tools, for both sides alike
   main()

@@ -23,7 +23,7 @@ import os
 
 import jax
 
-from albert_jax import metrics
+from albert_jax import cpu_allocator, metrics
 from albert_jax.config import from_file, validate
 from albert_jax.summary import training_flops_per_sequence
 from shared import (GLUE_TASKS, fine_tuning, hf_arm, program_on_one_device, random_batch, time_interleaved,
@@ -133,4 +133,5 @@ def fine_tuning_ratio(args, pretraining_config) -> dict:
 
 
 if __name__ == '__main__':
+  cpu_allocator.reuse_freed_memory()  # as the command-line tools, for both sides alike
   main()
