@@ -3,7 +3,7 @@ on a GLUE task, from one pretraining checkpoint, with the same examples, batches
 
   python bench/finetune_peer.py --init=/tmp/albert_wiki_books/run --glue=../shared/data/glue \
       [--task=sst2] [--learning_rate=3e-4] [--steps=1000] [--seeds=1] [--length_buckets=4] [--group_by_length] \
-      [--workdir=/tmp/finetune_peer]
+      [--compare_grouping] [--workdir=/tmp/finetune_peer]
 
 Ours is `albert_jax.finetune` as a user runs it (in this process), its batches padded to `--length_buckets` fixed
 lengths (0: all to the task's max_seq_length), grouped by length with `--group_by_length`. HF starts from the same
@@ -43,14 +43,20 @@ WINDOW = 10  # steps per throughput window
 BATCH = 32
 
 
-def peer_config(args, seed: int):
+def peer_config(args, seed: int, group_by_length: bool = None):
   config = glue_task_config(args.task, args.glue)
   config.init = args.init
   config.train.update(learning_rate=args.learning_rate, num_steps=args.steps, warmup_steps=args.steps // 10,
                       checkpoint_every=args.steps // 4, log_every=WINDOW, seed=seed, batch_size=BATCH,
                       eval_batch_size=BATCH)
-  config.task.update(length_buckets=args.length_buckets, group_by_length=args.group_by_length)
+  grouped = args.group_by_length if group_by_length is None else group_by_length
+  config.task.update(length_buckets=args.length_buckets, group_by_length=grouped)
   return config
+
+
+def run_name(args, seed: int, grouped: bool) -> str:
+  return (f'{args.task},lr={args.learning_rate:g},steps={args.steps},buckets={args.length_buckets}'
+          f'{",grouped" if grouped else ""},seed={seed}')
 
 
 def training_batches(config, features: dict) -> lengths.TrainingBatches:
@@ -144,6 +150,9 @@ def main(argv=None) -> dict:
   parser.add_argument('--seeds', type=int, default=1)
   parser.add_argument('--length_buckets', type=int, default=4, help="ours' task.length_buckets (0: pad to the maximum)")
   parser.add_argument('--group_by_length', action='store_true', help="ours' task.group_by_length, and HF's batches")
+  parser.add_argument('--compare_grouping', action='store_true',
+                      help='also run ours with the other --group_by_length (seed by seed; finished runs are read '
+                      'back) and print grouped minus random batches, paired by seed')
   parser.add_argument('--workdir', default=os.path.join(tempfile.gettempdir(), 'albert_finetune_peer'),
                       help='our runs\' workdirs (a finished one is read back, not run again)')
   args = parser.parse_args(argv)
@@ -160,9 +169,7 @@ def main(argv=None) -> dict:
   for seed in range(args.seeds):
     config = peer_config(args, seed)
     print(f'seed {seed}: ours', flush=True)
-    name = (f'{args.task},lr={args.learning_rate:g},steps={args.steps},buckets={args.length_buckets}'
-            f'{",grouped" if args.group_by_length else ""},seed={seed}')
-    ours = run_ours(config, root / name)
+    ours = run_ours(config, root / run_name(args, seed, args.group_by_length))
     batches = training_batches(config, features)
     ours['positions_per_example'] = float(np.mean([batches(step)[1] for step in range(args.steps)]))
     row = {'seed': seed, 'ours': ours}
@@ -202,8 +209,26 @@ def main(argv=None) -> dict:
       speed, speed_se = stats.mean_and_se([r['ours']['examples_per_sec'] / r[arm]['examples_per_sec'] for r in rows])
       print(f'ours minus {arm}, paired by seed: dev accuracy {p["difference"]:+.4f}, SE {p["se"]:.4f} over seeds and '
             f'examples (z {p["z"]:+.1f}); examples/s ratio {speed:.2f}x ± {speed_se:.2f} (SE over seeds)')
+  if args.compare_grouping:
+    other = []
+    for seed in range(args.seeds):
+      print(f'seed {seed}: ours {"in random batches" if args.group_by_length else "grouped by length"}', flush=True)
+      other.append(run_ours(peer_config(args, seed, not args.group_by_length),
+                            root / run_name(args, seed, not args.group_by_length)))
+    other_predicted = [o['predicted'] for o in other]
+    grouped, shuffled = ((predicted['ours'], other_predicted) if args.group_by_length
+                         else (other_predicted, predicted['ours']))
+    p = stats.seeds_and_examples_bootstrap(
+        lambda i, sample: np.mean(grouped[i][sample] == gold[sample]) - np.mean(shuffled[i][sample] == gold[sample]),
+        len(rows), len(gold))
+    accuracies = ', '.join(f"{o['accuracy']:.4f}" for o in other)
+    rates = ', '.join(f"{o['examples_per_sec']:.0f}" for o in other)
+    print(f'ours with the other grouping: dev accuracy by seed {accuracies}; examples/s {rates}')
+    print(f'ours grouped by length minus ours in random batches, paired by seed: dev accuracy {p["difference"]:+.4f}, '
+          f'SE {p["se"]:.4f} over seeds and examples (z {p["z"]:+.1f}), 95% interval '
+          f'[{p["interval"][0]:+.4f}, {p["interval"][1]:+.4f}]')
   (root / 'peer.json').write_text(json.dumps(rows, indent=2) + '\n')
-  return {'rows': rows}
+  return {'rows': rows, **({'grouped_minus_random': p} if args.compare_grouping else {})}
 
 
 if __name__ == '__main__':

@@ -113,7 +113,8 @@ def test_the_bench_fine_tunes_both_inits_and_compares_them_on_the_same_dev_examp
 def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_and_glue, tmp_path, capsys):
   pretrained, glue_folder = pretrained_and_glue
   out = import_bench('finetune_peer').main([f'--init={pretrained}', f'--glue={glue_folder}', '--steps=20',
-                                            '--learning_rate=1e-3', '--seeds=2', '--group_by_length', f'--workdir={tmp_path}'])
+                                            '--learning_rate=1e-3', '--seeds=2', '--group_by_length', '--compare_grouping',
+                                            f'--workdir={tmp_path}'])
   row = out['rows'][0]
   # Ours is the fine-tuning run a user gets: its accuracy is that of its predictions against the dev file's labels.
   gold = [line.split('\t')[1] for line in (glue_folder / 'SST-2' / 'dev.tsv').read_text().splitlines()[1:]]
@@ -137,6 +138,12 @@ def test_the_peer_fine_tunes_hf_on_the_same_checkpoint_and_batches(pretrained_an
   for arm in ('hf_max', 'hf_longest'):
     difference = np.mean([r['ours']['accuracy'] - r[arm]['accuracy'] for r in out['rows']])
     assert f'ours minus {arm}, paired by seed: dev accuracy {difference:+.4f}, SE ' in printed
+  # --compare_grouping: ours in random batches, seed by seed, and grouped minus random as the runs' own results say.
+  accuracy = lambda grouped, seed: json.loads((tmp_path / f'sst2,lr=0.001,steps=20,buckets=4{grouped},seed={seed}' /
+                                               'result.json').read_text())['eval_accuracy']
+  difference = np.mean([accuracy(',grouped', seed) - accuracy('', seed) for seed in (0, 1)])
+  assert out['grouped_minus_random']['difference'] == pytest.approx(difference, abs=1e-9)
+  assert f'ours grouped by length minus ours in random batches, paired by seed: dev accuracy {difference:+.4f}' in printed
 
 
 @pytest.fixture(scope='module')
