@@ -235,7 +235,8 @@ def run_cli(main) -> None:
       fail(' '.join(str(refused or e).split()))
 
   def checked(argv):
-    cpu_allocator.reuse_freed_memory()  # before the tool's JAX allocates anything
+    if 'jax' in sys.modules:  # a tool that runs JAX (the vocabulary's and the corpus inspector do not), before it
+      cpu_allocator.reuse_freed_memory()  # allocates anything
     if not flags.FLAGS['verbosity'].present:  # TFDS and JAX log every dataset and backend they try at INFO
       logging.set_verbosity(logging.WARNING)
     try:

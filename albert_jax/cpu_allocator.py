@@ -48,13 +48,13 @@ def cpu_only(jax_platforms) -> bool:
 
 def reuse_freed_memory() -> bool:
   """Sets malloc to keep freed memory for reuse (module docstring) where that applies; True where it was set.
-  Call before JAX runs anything: the command-line tools do, first thing (config.run_cli)."""
+  Call before JAX runs anything, imported or not: the command-line tools that run JAX do, first thing
+  (config.run_cli)."""
   if not sys.platform.startswith('linux') or platform.libc_ver()[0] != 'glibc' or user_chose_malloc():
     return False
-  jax = sys.modules.get('jax')
-  if jax is None:  # a tool that runs no JAX (the vocabulary's, the corpus inspector): nothing to set
-    return False
-  if not cpu_only(jax.config.jax_platforms):  # JAX's settings: reading them starts no backend
+  jax = sys.modules.get('jax')  # JAX's settings where it is imported (reading them starts no backend), else its
+  platforms = jax.config.jax_platforms if jax else os.environ.get('JAX_PLATFORMS')  # variable, as JAX will read it
+  if not cpu_only(platforms):
     return False
   mallopt = ctypes.CDLL('libc.so.6').mallopt
   return all(mallopt(option, value) == 1
