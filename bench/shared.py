@@ -19,7 +19,7 @@ import numpy as np
 from albert_jax import finetune, interop, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate_finetune
-from albert_jax.model import ModelConfig
+from albert_jax.model import RUNTIME_FIELDS, ModelConfig
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,11 @@ def fine_tuning(task: str, pretraining_config, batch_size: int = None, seq_len: 
   random batch (seeded) of `batch_size` (default: the task's) full rows of `seq_len` pieces (default: the bench's
   length for the task), for timing the fine-tuning step; no data is read."""
   config = glue_task_config(task, folder='unread')
+  # The pretraining model's shape with the fine-tuning config's runtime fields (scan_unroll, remat, ...), as
+  # finetune.py takes them when it starts from a pretraining run.
+  runtime = {k: config.model[k] for k in RUNTIME_FIELDS}
   config.model = pretraining_config.model.copy_and_resolve_references()
+  config.model.update(**runtime)
   seq_len = config.task.max_seq_length = seq_len or config.task.max_seq_length
   config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0,
                       max_position_embeddings=max(config.model.max_position_embeddings, seq_len))

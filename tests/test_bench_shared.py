@@ -99,6 +99,14 @@ def test_the_fine_tuning_arms_are_finetune_pys_program_and_hfs_classifier_of_its
   assert shape == ModelConfig.from_config(tiny.model)  # the tiny fixture has no dropout already
   assert batch['input_ids'].shape == (4, 16) and batch['input_mask'].all()
   assert set(np.unique(batch['label_ids'])) <= {0, 1}
+  # Runtime fields (the loop's unrolling, remat) are the fine-tuning config's, as finetune.py takes them from a
+  # pretraining run: a checkpoint pretrained unrolled still fine-tunes with the fine-tuning default.
+  pretrained_unrolled = tiny.copy_and_resolve_references()
+  pretrained_unrolled.model.update(scan_unroll=4, remat='full')
+  fine_tuning_defaults = shared.glue_task_config('sst2', 'unread').model
+  _, _, unrolled_shape, _ = shared.fine_tuning('sst2', pretrained_unrolled, batch_size=4, seq_len=16)
+  assert (unrolled_shape.scan_unroll, unrolled_shape.remat) == (fine_tuning_defaults.scan_unroll,
+                                                                fine_tuning_defaults.remat) == (0, 'none')
   task.classifier_dropout = 0.0  # no dropout anywhere: the step's loss is the loss, to float32 rounding
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
   program = finetune.make_program(task, shape.for_platform('cpu'), config.train, mesh)
