@@ -5,12 +5,12 @@ XLA:CPU allocates an execution's temporaries with malloc and frees them when it 
 32 MB with mmap and unmaps it on free, and deletes a thread's arena heap once it is empty, so a step whose
 temporaries outgrow that (the recipe's model fine-tuning on SST-2's batch from two layers up) writes every step
 into pages the kernel must map and zero again: 13,800 minor page faults a step at two layers and 26,100 at four,
-against none at one layer, the step's whole excess over torch's at equal work (docs/training.md). One arena,
+against none at one layer: most of the fine-tuning step's excess over torch's (docs/training.md). One arena,
 no mmap and no trimming keep freed memory in the process for the next step. What it costs: memory a process frees
 is not given back to the system until it ends, so its peak stays resident, which a training run reaches every
 step anyway.
 
-Set only where it helps and only once: on Linux with glibc, on a machine with no TPU or GPU (there XLA's
+Set only where it helps: on Linux with glibc, on a machine with no TPU or GPU (there XLA's
 temporaries live in device memory), before JAX's CPU threads first allocate (threads keep the arena they started
 with), and not where the user chose malloc's settings (any MALLOC_* variable, glibc.malloc tunables, or a
 preloaded allocator such as tcmalloc): that is also how to opt out.
@@ -52,8 +52,8 @@ def reuse_freed_memory() -> bool:
   (config.run_cli)."""
   if not sys.platform.startswith('linux') or platform.libc_ver()[0] != 'glibc' or user_chose_malloc():
     return False
-  jax = sys.modules.get('jax')  # JAX's settings where it is imported (reading them starts no backend), else its
-  platforms = jax.config.jax_platforms if jax else os.environ.get('JAX_PLATFORMS')  # variable, as JAX will read it
+  jax = sys.modules.get('jax')  # JAX's setting where it is imported (reading it starts no backend), else the
+  platforms = (getattr(jax.config, 'jax_platforms', None) if jax else None) or os.environ.get('JAX_PLATFORMS')  # variable
   if not cpu_only(platforms):
     return False
   mallopt = ctypes.CDLL('libc.so.6').mallopt

@@ -26,7 +26,9 @@ step = jax.jit(jax.grad(lambda p: (model.apply({'params': p}, ids).sequence_outp
 compiled = step.lower(params).compile()
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 resident = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096
-call = lambda calls: [jax.block_until_ready(compiled(params)) for _ in range(calls)]
+def call(calls):  # each call's outputs dropped, as a training loop's step drops the last state
+  for _ in range(calls):
+    jax.block_until_ready(compiled(params))
 call(10)
 before = faults()
 call(30)
@@ -52,10 +54,11 @@ def test_reused_memory_spares_each_step_its_page_faults():
   assert not default['set'] and reused['set']
   # Without it every call faults in pages for a good part of its temporaries (4 KB a fault)...
   assert default['faults_per_call'] > 0.5 * default['temp_bytes'] / 4096, default
-  # ... with it, once the heap has grown to the step's peak (it may grow once more in the first few dozen calls:
-  # one call's worth over these 50), none, and the process no longer grows from step to step.
+  # ... with it, once the heap has grown to the step's peak, none; the heap may still grow once in the first
+  # hundred calls (a freed block too fragmented for the next call's: one call's temporaries, ~2% of these 50
+  # calls' faults without it), not from step to step.
   assert reused['faults_per_call'] < 0.05 * default['faults_per_call'], (reused, default)
-  assert abs(reused['resident_at_60'] - reused['resident_at_40']) < 8 * 2**20, reused
+  assert reused['resident_at_60'] - reused['resident_at_40'] < reused['temp_bytes'] + 8 * 2**20, reused
 
 
 def test_set_only_where_jax_runs_on_the_cpu_and_the_user_chose_nothing():
