@@ -8,10 +8,12 @@ quiet; it still fails to start a TPU backend (there is none) and JAX falls back 
 topologies compile exactly as without it (the same programs and memory, tested). On a TPU VM nothing is touched,
 so its real errors still show.
 """
+import functools
 import importlib.util
 import os
 
 
+@functools.cache  # the import's libtpu check and the CLIs' allocator check ask it once between them
 def jax_hardware_probe():
   """JAX's own tests for TPU chips on the PCI bus and GPU device files (jax/_src/hardware_utils.py), or None where
   that file is unavailable. The file (standard library only) is loaded by itself: importing the jax package for it

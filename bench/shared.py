@@ -53,17 +53,21 @@ def random_batch(batch: int, seq_len: int, predictions: int, vocab: int) -> dict
           'sentence_order_labels': rng.integers(0, 2, batch).astype(np.int32)}
 
 
-def fine_tuning(task: str, pretraining_config, batch_size: int = None, seq_len: int = None) -> tuple:
+def fine_tuning(task: str, pretraining_config, batch_size: int = None, seq_len: int = None,
+                scan_unroll: int = None) -> tuple:
   """(config, finetune's Task, the model's shape, a batch): the GLUE task's config (its batch, optimizer and
   classifier dropout; no other dropout, as HF's arms) around a copy of the pretraining config's model, and a
   random batch (seeded) of `batch_size` (default: the task's) full rows of `seq_len` pieces (default: the bench's
-  length for the task), for timing the fine-tuning step; no data is read."""
+  length for the task), for timing the fine-tuning step; no data is read. `scan_unroll` overrides the fine-tuning
+  config's, as --config.model.scan_unroll does finetune.py's."""
   config = glue_task_config(task, folder='unread')
   # The pretraining model's shape with the fine-tuning config's runtime fields (scan_unroll, remat, ...), as
   # finetune.py takes them when it starts from a pretraining run.
   runtime = {k: config.model[k] for k in RUNTIME_FIELDS}
   config.model = pretraining_config.model.copy_and_resolve_references()
   config.model.update(**runtime)
+  if scan_unroll is not None:
+    config.model.scan_unroll = scan_unroll
   seq_len = config.task.max_seq_length = seq_len or config.task.max_seq_length
   config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0,
                       max_position_embeddings=max(config.model.max_position_embeddings, seq_len))

@@ -153,7 +153,8 @@ def main():
   parser.add_argument('--config', default='configs/tiny.py', help='any config file; its model is profiled')
   parser.add_argument('--batch', type=int, help="default: the config's batch")
   parser.add_argument('--seq_len', type=int, help="default: the config's max_seq_length")
-  parser.add_argument('--scan_unroll', type=int, help="model.scan_unroll (default: the config's)")
+  parser.add_argument('--scan_unroll', type=int, help="model.scan_unroll (default: the config's; with --task, the "
+                      "fine-tuning config's)")
   parser.add_argument('--steps', type=int, default=5, help='profiled steps of each')
   parser.add_argument('--top', type=int, default=15, help='operations listed per side and phase')
   parser.add_argument('--task', choices=sorted(GLUE_TASKS),
@@ -161,14 +162,14 @@ def main():
                            "optimizer; HF: AlbertForSequenceClassification) with the config's model")
   args = parser.parse_args()
   config = from_file(args.config)
-  config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0)  # as HF's
-  if args.scan_unroll is not None:
-    config.model.scan_unroll = args.scan_unroll
   task = None
   if args.task:
-    config, task, shape, batch = fine_tuning(args.task, config, args.batch, args.seq_len)
+    config, task, shape, batch = fine_tuning(args.task, config, args.batch, args.seq_len, args.scan_unroll)
     batch_size, seq_len = batch['input_ids'].shape
   else:
+    config.model.update(dropout_rate=0.0, attention_dropout_rate=0.0)  # as HF's
+    if args.scan_unroll is not None:
+      config.model.scan_unroll = args.scan_unroll
     batch_size, seq_len = args.batch or config.train.batch_size, args.seq_len or config.data.max_seq_length
     config.model.max_position_embeddings = max(config.model.max_position_embeddings, seq_len)
     shape = validate(config)

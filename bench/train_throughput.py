@@ -64,7 +64,8 @@ def main():
                       'for pods')
   parser.add_argument('--steps', type=int, default=6, help='timed steps of each')
   parser.add_argument('--scan_unroll', type=int, help="model.scan_unroll; default: the config's, or num_layers for "
-                      'a config made for pods (unrolled is the fastest setting on a CPU; 1 is the TPU default)')
+                      'a config made for pods (unrolled is the fastest setting on a CPU; 1 is the TPU default); '
+                      "with --task, the fine-tuning config's (0: the platform's)")
   parser.add_argument('--task', choices=sorted(GLUE_TASKS), help="time this GLUE task's fine-tuning step instead")
   args = parser.parse_args()
   config = from_file(args.config)
@@ -116,7 +117,7 @@ def main():
 
 def fine_tuning_ratio(args, pretraining_config) -> dict:
   """The fine-tuning step's arms (ours, HF) alternated on one random batch of full rows; prints and returns both."""
-  config, task, shape, batch = fine_tuning(args.task, pretraining_config, args.batch, args.seq_len)
+  config, task, shape, batch = fine_tuning(args.task, pretraining_config, args.batch, args.seq_len, args.scan_unroll)
   batch_size, seq_len = batch['input_ids'].shape
   seconds, load = time_interleaved({'ours': ours(config, shape, batch, task),
                                     'hf': huggingface(config, shape, batch, task=task)}, args.steps)

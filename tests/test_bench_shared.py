@@ -107,6 +107,8 @@ def test_the_fine_tuning_arms_are_finetune_pys_program_and_hfs_classifier_of_its
   _, _, unrolled_shape, _ = shared.fine_tuning('sst2', pretrained_unrolled, batch_size=4, seq_len=16)
   assert (unrolled_shape.scan_unroll, unrolled_shape.remat) == (fine_tuning_defaults.scan_unroll,
                                                                 fine_tuning_defaults.remat) == (0, 'none')
+  # ... unless the bench is told otherwise, as --config.model.scan_unroll tells finetune.py.
+  assert shared.fine_tuning('sst2', pretrained_unrolled, batch_size=4, seq_len=16, scan_unroll=2)[2].scan_unroll == 2
   task.classifier_dropout = 0.0  # no dropout anywhere: the step's loss is the loss, to float32 rounding
   mesh = sharding.make_mesh(config.mesh, jax.devices()[:1])
   program = finetune.make_program(task, shape.for_platform('cpu'), config.train, mesh)
