@@ -114,10 +114,11 @@ class ModelConfig:
   remat: str = 'none'  # one of REMAT_POLICIES
   attention: str = 'auto'  # one of ATTENTION
   # Blocks per iteration of the scanned loop. 1 keeps the compiled program the same size at any depth (what
-  # TPUs want); num_layers unrolls it, which spares XLA copying every layer's activations in and out of the loop
-  # (~20% faster training on a CPU) at a compile time that grows with depth. 0, the default, chooses by platform
-  # (for_platform): every block on a GPU, where copying each layer's activations into and out of the loop's stacks
-  # costs an H200 8 to 15% of the step (docs/benchmarks.md), 1 elsewhere.
+  # TPUs want); num_layers unrolls it, which spares XLA copying every layer's activations in and out of the loop's
+  # stacks at a program size and compile time that grow with depth. 0, the default, chooses by platform
+  # (for_platform): every block on a GPU (those copies cost an H200 8 to 15% of the step, docs/benchmarks.md) and on
+  # a CPU (the gradient 5-10% faster at 4 layers, 8-14% at ALBERT-base's 12 and 24, for 0.3 s more compiling at
+  # 12 and 1 s at 24: docs/model.md), 1 on a TPU.
   scan_unroll: int = 0
   # Keep a dense E -> H projection even when E == H. The original (and BERT) have none then; HF's ALBERT always
   # has one, so an HF model with E == H is loaded with it.
@@ -193,7 +194,7 @@ class ModelConfig:
   def for_platform(self, platform: str) -> 'ModelConfig':
     """This config with its by-platform choices made for devices of `platform` ('cpu', 'gpu', 'tpu'): `attention`
     'auto' becomes 'cudnn' on a GPU whose cuDNN takes the model, else 'xla' ('cudnn' anywhere but on a GPU is a
-    ConfigError); `scan_unroll` 0 becomes every block on a GPU, else 1."""
+    ConfigError); `scan_unroll` 0 becomes 1 on a TPU, else every block."""
     if self.attention == 'cudnn' and platform != 'gpu':
       raise ConfigError(f"config.model.attention 'cudnn' needs an NVIDIA GPU, and these devices are {platform}: use "
                         f"'auto' (XLA here, cuDNN on a GPU) or 'xla'.")
@@ -203,7 +204,7 @@ class ModelConfig:
                cudnn_attention_compiles(self.head_dim, self.dtype))
       chosen['attention'] = 'cudnn' if cudnn else 'xla'
     if self.scan_unroll == 0:
-      chosen['scan_unroll'] = self.num_blocks if platform == 'gpu' else 1
+      chosen['scan_unroll'] = 1 if platform == 'tpu' else self.num_blocks
     return dataclasses.replace(self, **chosen) if chosen else self
 
   @property
@@ -527,7 +528,7 @@ class Encoder(nn.Module):
       block = nn.remat(Block, prevent_cse=False, policy=REMAT_POLICIES[cfg.remat])
     blocks = nn.scan(block, variable_broadcast='params', split_rngs={'params': False, 'dropout': True},
                      in_axes=(0, nn.broadcast), length=cfg.num_blocks,
-                     unroll=min(cfg.scan_unroll or 1, cfg.num_blocks))  # 0: not resolved for a platform
+                     unroll=min(cfg.scan_unroll, cfg.num_blocks))
     x, _ = blocks(cfg, self.deterministic, name='block')(x, jnp.arange(cfg.num_blocks), padding)
     return x
 
@@ -571,7 +572,7 @@ def backbone(cfg: ModelConfig, input_ids, token_type_ids, attention_mask, determ
   if input_ids.shape[1] > cfg.max_position_embeddings:
     raise ValueError(f'sequence length {input_ids.shape[1]} exceeds model.max_position_embeddings '
                      f'{cfg.max_position_embeddings}.')
-  if cfg.attention == 'auto':  # a program built by train, finetune or aot has it resolved for its mesh already
+  if cfg.attention == 'auto' or cfg.scan_unroll == 0:  # train, finetune and aot resolve these for their mesh first
     cfg = cfg.for_platform(jax.default_backend())
   embeddings = Embeddings(cfg, deterministic, name='embeddings')
   sequence_output = Encoder(cfg, deterministic, name='encoder')(embeddings(input_ids, token_type_ids),

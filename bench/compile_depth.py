@@ -1,8 +1,9 @@
 """Compile time of the full training gradient (MLM + SOP loss) against depth: nn.scan keeps it flat.
 
-  python bench/compile_depth.py [--layers=12,24,48] [--config=configs/base.py]
+  python bench/compile_depth.py [--layers=12,24,48] [--config=configs/base.py] [--unroll=1,all]
 
-Prints one line per depth: seconds to lower and compile, size of the optimized program, ratio to the first.
+Prints one line per depth and loop setting: seconds to lower and compile, size of the optimized program, ratio to
+the first, and with --time_steps the gradient's median seconds a call (what unrolling the loop buys at run time).
 """
 import argparse
 import time
@@ -10,14 +11,17 @@ import time
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
+from albert_jax import cpu_allocator
 from albert_jax.config import from_file, validate
 from albert_jax.model import Albert, abstract_params
 
 
-def compile_seconds(config, layers, batch, seq_len):
+def measure(config, layers, unroll, batch, seq_len, time_steps):
   config.model.num_layers = layers
+  config.model.scan_unroll = layers * config.model.inner_group_num if unroll == 'all' else int(unroll)
   model = Albert(validate(config))
   params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), nn.unbox(abstract_params(model)))
   ids = jax.ShapeDtypeStruct((batch, seq_len), jnp.int32)
@@ -32,7 +36,22 @@ def compile_seconds(config, layers, batch, seq_len):
   start = time.perf_counter()
   compiled = jax.jit(jax.grad(loss)).lower(params, ids, positions, labels).compile()
   seconds = time.perf_counter() - start
-  return seconds, len(compiled.as_text())
+  step = None
+  if time_steps:  # random weights and batch: the gradient's cost does not depend on the values
+    rng = np.random.default_rng(0)
+    values = (jax.tree.map(lambda x: rng.normal(0, 0.02, x.shape).astype(x.dtype), params),
+              rng.integers(0, config.model.vocab_size, ids.shape).astype(np.int32),
+              rng.integers(0, seq_len, positions.shape).astype(np.int32),
+              rng.integers(0, 2, labels.shape).astype(np.int32))
+    values = jax.device_put(values)
+    jax.block_until_ready(compiled(*values))
+    times = []
+    for _ in range(time_steps):
+      start = time.perf_counter()
+      jax.block_until_ready(compiled(*values))
+      times.append(time.perf_counter() - start)
+    step = float(np.median(times))
+  return seconds, len(compiled.as_text()), step
 
 
 def main():
@@ -41,15 +60,21 @@ def main():
   parser.add_argument('--layers', default='12,24,48')
   parser.add_argument('--batch', type=int, default=8)
   parser.add_argument('--seq_len', type=int, default=128)
+  parser.add_argument('--unroll', default='1', help="model.scan_unroll values, comma-separated; 'all': every block")
+  parser.add_argument('--time_steps', type=int, default=0, help='also time this many gradient calls (median)')
   args = parser.parse_args()
   print(f'{jax.devices()[0].platform}: {args.config}, batch {args.batch} x {args.seq_len}')
   first = None
   for layers in map(int, args.layers.split(',')):
-    seconds, size = compile_seconds(from_file(args.config), layers, args.batch, args.seq_len)
-    first = first or seconds
-    print(f'  {layers:3d} layers: compile {seconds:6.2f} s   program {size:8,d} chars   x{seconds / first:.2f}',
-          flush=True)
+    for unroll in args.unroll.split(','):
+      seconds, size, step = measure(from_file(args.config), layers, unroll, args.batch, args.seq_len,
+                                            args.time_steps)
+      first = first or seconds
+      timed = f'   gradient {step:.3f} s a call' if step is not None else ''
+      print(f'  {layers:3d} layers, unroll {unroll:>3}: compile {seconds:6.2f} s   program {size:9,d} chars   '
+            f'x{seconds / first:.2f}{timed}', flush=True)
 
 
 if __name__ == '__main__':
+  cpu_allocator.reuse_freed_memory()  # as the command-line tools run: each call reuses the last one's pages
   main()

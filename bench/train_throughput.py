@@ -63,9 +63,8 @@ def main():
   parser.add_argument('--seq_len', type=int, help="default: the config's max_seq_length, or 128 for a config made "
                       'for pods')
   parser.add_argument('--steps', type=int, default=6, help='timed steps of each')
-  parser.add_argument('--scan_unroll', type=int, help="model.scan_unroll; default: the config's, or num_layers for "
-                      'a config made for pods (unrolled is the fastest setting on a CPU; 1 is the TPU default); '
-                      "with --task, the fine-tuning config's (0: the platform's)")
+  parser.add_argument('--scan_unroll', type=int, help="model.scan_unroll; default: the config's (0: the platform's, "
+                      'every block on a CPU or GPU, the loop kept on a TPU); with --task, the fine-tuning config\'s')
   parser.add_argument('--task', choices=sorted(GLUE_TASKS), help="time this GLUE task's fine-tuning step instead")
   args = parser.parse_args()
   config = from_file(args.config)
@@ -75,7 +74,8 @@ def main():
   for_pods = config.train.batch_size > 64
   batch_size = args.batch or (8 if for_pods else config.train.batch_size)
   seq_len = args.seq_len or (128 if for_pods else config.data.max_seq_length)
-  config.model.scan_unroll = args.scan_unroll or (config.model.num_layers if for_pods else config.model.scan_unroll)
+  if args.scan_unroll is not None:
+    config.model.scan_unroll = args.scan_unroll
   config.model.max_position_embeddings = max(config.model.max_position_embeddings, seq_len)
   model_config = validate(config)
   predictions = config.data.max_predictions_per_seq
@@ -93,7 +93,8 @@ def main():
            'hf_masked_only': 'HF, MLM head at the masked'}
   print(f'{args.config}: V {model_config.vocab_size}, E {model_config.embedding_size}, H {model_config.hidden_size}, '
         f'{model_config.num_layers} layers, fp32, batch {batch_size} x {seq_len}, {predictions} masked a row, '
-        f'model.scan_unroll={model_config.scan_unroll}, {jax.devices()[0].device_kind}; median of {args.steps} '
+        f'model.scan_unroll={model_config.for_platform(jax.default_backend()).scan_unroll}, '
+        f'{jax.devices()[0].device_kind}; median of {args.steps} '
         f'alternated steps each')
   print(f'  {"":<34}{"s/step":>8}{"tokens/s":>10}{"MFLOP/token":>13}{"MFU":>7}{"ours/arm tokens/s":>19}'
         f'{"ours/arm at equal work":>24}')
@@ -123,6 +124,7 @@ def fine_tuning_ratio(args, pretraining_config) -> dict:
                                     'hf': huggingface(config, shape, batch, task=task)}, args.steps)
   print(f'{args.config}, {args.task} fine-tuning: V {shape.vocab_size}, E {shape.embedding_size}, '
         f'H {shape.hidden_size}, {shape.num_layers} layers, fp32, batch {batch_size} x {seq_len}, '
+        f'model.scan_unroll={shape.for_platform(jax.default_backend()).scan_unroll}, '
         f'{jax.devices()[0].device_kind}; median of {args.steps} alternated steps each; load average '
         f'{load["before"]:.2f} before, {load["after"]:.2f} after')
   tokens = batch_size * seq_len

@@ -25,7 +25,7 @@ def get_config(arg=None):
   config.data.vocab = '/tmp/albert_wiki_books/vocab-30k.model'  # what the vocabulary command above writes
   # The best of three shapes given an hour each (docs/real_english.md): H 128 beat H 256 at 4 layers and at 2.
   config.model.update(vocab_size=30000, embedding_size=128, hidden_size=128, num_layers=4, num_heads=2,
-                      intermediate_size=512, max_position_embeddings=128, scan_unroll=4)
+                      intermediate_size=512, max_position_embeddings=128)
   config.data.max_seq_length = 128
   config.data.max_predictions_per_seq = 20
   config.data.eval_fraction = 0.01  # 123 articles and 48 book parts held out

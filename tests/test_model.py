@@ -170,21 +170,24 @@ def test_every_parameter_carries_one_logical_axis_name_per_dimension():
 
 
 def test_scan_unroll_computes_the_same_function():
-  model, params = build()
-  unrolled, _ = build(scan_unroll=4)
+  """The loop kept (a TPU's default), partly unrolled, and every block (a CPU's default, 0)."""
+  rolled, params = build(scan_unroll=1)
   ids, types, mask = batch()
-  np.testing.assert_allclose(model.apply({'params': params}, ids, types, mask).mlm_logits,
-                             unrolled.apply({'params': params}, ids, types, mask).mlm_logits, atol=1e-5)
+  expected = rolled.apply({'params': params}, ids, types, mask).mlm_logits
+  for unroll in (2, 0):
+    unrolled, _ = build(scan_unroll=unroll)
+    np.testing.assert_allclose(unrolled.apply({'params': params}, ids, types, mask).mlm_logits, expected, atol=1e-5)
 
 
-def test_scan_unroll_by_platform_unrolls_on_a_gpu_only():
+def test_scan_unroll_by_platform_keeps_the_loop_on_a_tpu_only():
   """scan_unroll 0 (the default): every block on a GPU, where the scanned loop's stacked activations cost an H200
-  8.5% (xxlarge) to 15% (base) of the step (bench/runs/gpu_h200_2026-11-26), one elsewhere (a TPU's program stays
-  the same size at any depth); a number the config names is kept everywhere."""
+  8.5% (xxlarge) to 15% (base) of the step (bench/runs/gpu_h200_2026-11-26), and on a CPU (bench/compile_depth.py:
+  the gradient 8% faster at 12 layers); one on a TPU, whose program stays the same size at any depth; a number the
+  config names is kept everywhere."""
   grouped = ModelConfig(**{**SMALL, 'num_layers': 6, 'inner_group_num': 2})  # 12 blocks a pass
   assert grouped.scan_unroll == 0 and grouped.num_blocks == 12
-  assert grouped.for_platform('gpu').scan_unroll == 12
-  assert grouped.for_platform('cpu').scan_unroll == grouped.for_platform('tpu').scan_unroll == 1
+  assert grouped.for_platform('gpu').scan_unroll == grouped.for_platform('cpu').scan_unroll == 12
+  assert grouped.for_platform('tpu').scan_unroll == 1
   named = ModelConfig(**{**SMALL, 'scan_unroll': 2})
   assert {named.for_platform(p).scan_unroll for p in ('cpu', 'gpu', 'tpu')} == {2}
   with pytest.raises(ConfigError, match='scan_unroll must be a positive integer .or 0: by platform., got -1'):
@@ -192,12 +195,14 @@ def test_scan_unroll_by_platform_unrolls_on_a_gpu_only():
 
 
 def test_compiled_program_does_not_grow_with_depth():
-  """nn.scan: a 48-layer model lowers to the same program as a 12-layer one, up to the trip count."""
-  def lowered_size(layers):
-    model = Albert(ModelConfig(**{**SMALL, 'num_layers': layers}))
+  """nn.scan with the loop kept (a TPU's default): a 48-layer model lowers to the same program as a 12-layer one, up
+  to the trip count. The model used directly on this CPU takes the CPU's default, every block unrolled."""
+  def lowered_size(layers, scan_unroll=1):
+    model = Albert(ModelConfig(**{**SMALL, 'num_layers': layers, 'scan_unroll': scan_unroll}))
     params = jax.eval_shape(lambda: nn.unbox(init_params(model, jax.random.key(0))))
     ids = jax.ShapeDtypeStruct((2, 12), jnp.int32)
     loss = lambda p, x: jnp.sum(model.apply({'params': p}, x).mlm_logits)
     return len(jax.jit(jax.grad(loss)).lower(params, ids).as_text())
 
   assert abs(lowered_size(48) - lowered_size(12)) < 100
+  assert lowered_size(24, scan_unroll=0) - lowered_size(12, scan_unroll=0) > 12 * 1000  # calls of the block, each way
