@@ -118,7 +118,9 @@ class ModelConfig:
   # stacks at a program size and compile time that grow with depth. 0, the default, chooses by platform
   # (for_platform): every block on a GPU (those copies cost an H200 8 to 15% of the step, docs/benchmarks.md) and on
   # a CPU (the gradient 5-10% faster at 4 layers, 8-14% at ALBERT-base's 12 and 24, for 0.3 s more compiling at
-  # 12 and 1 s at 24: docs/model.md), 1 on a TPU.
+  # 12 and 1 s at 24: docs/model.md); 1 on a TPU, and wherever remat is on: unrolled, XLA schedules the
+  # recomputed forward pass early and keeps every activation (ALBERT-base's gradient on a CPU: 933 MiB of
+  # temporaries with remat='full' unrolled, as without remat, against 128 MiB with the loop kept).
   scan_unroll: int = 0
   # Keep a dense E -> H projection even when E == H. The original (and BERT) have none then; HF's ALBERT always
   # has one, so an HF model with E == H is loaded with it.
@@ -194,7 +196,7 @@ class ModelConfig:
   def for_platform(self, platform: str) -> 'ModelConfig':
     """This config with its by-platform choices made for devices of `platform` ('cpu', 'gpu', 'tpu'): `attention`
     'auto' becomes 'cudnn' on a GPU whose cuDNN takes the model, else 'xla' ('cudnn' anywhere but on a GPU is a
-    ConfigError); `scan_unroll` 0 becomes 1 on a TPU, else every block."""
+    ConfigError); `scan_unroll` 0 becomes 1 on a TPU or with remat on, else every block."""
     if self.attention == 'cudnn' and platform != 'gpu':
       raise ConfigError(f"config.model.attention 'cudnn' needs an NVIDIA GPU, and these devices are {platform}: use "
                         f"'auto' (XLA here, cuDNN on a GPU) or 'xla'.")
@@ -204,7 +206,7 @@ class ModelConfig:
                cudnn_attention_compiles(self.head_dim, self.dtype))
       chosen['attention'] = 'cudnn' if cudnn else 'xla'
     if self.scan_unroll == 0:
-      chosen['scan_unroll'] = 1 if platform == 'tpu' else self.num_blocks
+      chosen['scan_unroll'] = 1 if platform == 'tpu' or self.remat != 'none' else self.num_blocks
     return dataclasses.replace(self, **chosen) if chosen else self
 
   @property
@@ -525,6 +527,7 @@ class Encoder(nn.Module):
     block = Block
     if cfg.remat != 'none':
       # prevent_cse=False is safe (and faster) inside scan, whose loop already stops the CSE remat guards against.
+      # (With the loop unrolled remat saved nothing on XLA:CPU, guard or not: hence for_platform keeps it rolled.)
       block = nn.remat(Block, prevent_cse=False, policy=REMAT_POLICIES[cfg.remat])
     blocks = nn.scan(block, variable_broadcast='params', split_rngs={'params': False, 'dropout': True},
                      in_axes=(0, nn.broadcast), length=cfg.num_blocks,

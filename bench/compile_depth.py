@@ -3,7 +3,8 @@
   python bench/compile_depth.py [--layers=12,24,48] [--config=configs/base.py] [--unroll=1,all]
 
 Prints one line per depth and loop setting: seconds to lower and compile, size of the optimized program, ratio to
-the first, and with --time_steps the gradient's median seconds a call (what unrolling the loop buys at run time).
+the first, the program's temporary memory, and with --time_steps the gradient's median seconds a call (what
+unrolling the loop buys at run time). --remat sets model.remat.
 """
 import argparse
 import time
@@ -51,7 +52,7 @@ def measure(config, layers, unroll, batch, seq_len, time_steps):
       jax.block_until_ready(compiled(*values))
       times.append(time.perf_counter() - start)
     step = float(np.median(times))
-  return seconds, len(compiled.as_text()), step
+  return seconds, len(compiled.as_text()), compiled.memory_analysis().temp_size_in_bytes, step
 
 
 def main():
@@ -62,17 +63,20 @@ def main():
   parser.add_argument('--seq_len', type=int, default=128)
   parser.add_argument('--unroll', default='1', help="model.scan_unroll values, comma-separated; 'all': every block")
   parser.add_argument('--time_steps', type=int, default=0, help='also time this many gradient calls (median)')
+  parser.add_argument('--remat', default='none', help='model.remat')
   args = parser.parse_args()
-  print(f'{jax.devices()[0].platform}: {args.config}, batch {args.batch} x {args.seq_len}')
+  print(f'{jax.devices()[0].platform}: {args.config}, batch {args.batch} x {args.seq_len}, remat {args.remat}')
   first = None
   for layers in map(int, args.layers.split(',')):
     for unroll in args.unroll.split(','):
-      seconds, size, step = measure(from_file(args.config), layers, unroll, args.batch, args.seq_len,
-                                            args.time_steps)
+      config = from_file(args.config)
+      config.model.remat = args.remat
+      seconds, size, temporaries, step = measure(config, layers, unroll, args.batch, args.seq_len,
+                                                 args.time_steps)
       first = first or seconds
       timed = f'   gradient {step:.3f} s a call' if step is not None else ''
       print(f'  {layers:3d} layers, unroll {unroll:>3}: compile {seconds:6.2f} s   program {size:9,d} chars   '
-            f'x{seconds / first:.2f}{timed}', flush=True)
+            f'x{seconds / first:.2f}   temporaries {temporaries / 2**20:7.1f} MiB{timed}', flush=True)
 
 
 if __name__ == '__main__':

@@ -188,10 +188,27 @@ def test_scan_unroll_by_platform_keeps_the_loop_on_a_tpu_only():
   assert grouped.scan_unroll == 0 and grouped.num_blocks == 12
   assert grouped.for_platform('gpu').scan_unroll == grouped.for_platform('cpu').scan_unroll == 12
   assert grouped.for_platform('tpu').scan_unroll == 1
+  recomputing = ModelConfig(**{**SMALL, 'num_layers': 6, 'remat': 'full'})  # remat keeps the loop everywhere
+  assert {recomputing.for_platform(p).scan_unroll for p in ('cpu', 'gpu', 'tpu')} == {1}
   named = ModelConfig(**{**SMALL, 'scan_unroll': 2})
   assert {named.for_platform(p).scan_unroll for p in ('cpu', 'gpu', 'tpu')} == {2}
   with pytest.raises(ConfigError, match='scan_unroll must be a positive integer .or 0: by platform., got -1'):
     ModelConfig(**{**SMALL, 'scan_unroll': -1})
+
+
+def test_remat_saves_activation_memory_at_the_platform_default():
+  """Recomputing each block's forward pass in the backward pass must shrink the gradient's temporaries. Unrolled,
+  XLA:CPU schedules the recomputation early and keeps every activation (as much memory as without remat), which
+  is why the platform default keeps the loop when remat is on."""
+  def temporaries(remat):
+    model = Albert(ModelConfig(**{**SMALL, 'num_layers': 8, 'hidden_size': 64, 'intermediate_size': 256,
+                                  'max_position_embeddings': 64, 'remat': remat}))
+    params = jax.eval_shape(lambda: nn.unbox(init_params(model, jax.random.key(0))))
+    loss = lambda p, x: jnp.sum(model.apply({'params': p}, x).sop_logits)
+    compiled = jax.jit(jax.grad(loss)).lower(params, jax.ShapeDtypeStruct((4, 64), jnp.int32)).compile()
+    return compiled.memory_analysis().temp_size_in_bytes
+
+  assert temporaries('full') < 0.5 * temporaries('none')  # measured: 2.6 MB against 14.3
 
 
 def test_compiled_program_does_not_grow_with_depth():

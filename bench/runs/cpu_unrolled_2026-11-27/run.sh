@@ -15,4 +15,9 @@ for round in 1 2; do
   echo "=== round $round sst2"; $P bench/train_throughput.py --config=configs/wiki_books_cpu_hour.py --task=sst2 --steps=20 2>&1 | grep -v Warning | tail -6
   echo "=== round $round tiny"; $P bench/train_throughput.py --config=configs/tiny.py --steps=8 2>&1 | grep -v Warning | tail -8
 done > $here/train_throughput.txt
+
+# Activation recomputation with the loop unrolled (why the platform default keeps the loop when remat is on).
+for remat in none full; do
+  $P bench/compile_depth.py --layers=12 --unroll=1,all --remat=$remat 2>&1 | grep -v Warning
+done > $here/remat.txt
 echo DONE
