@@ -480,7 +480,8 @@ def check_attention(suite: Suite, names: list, mesh, seq_lens: tuple = (128, 512
       continue
     for seq_len in seq_lens:
       say(f'check_attention: {name} (head size {head_dim}) at {seq_len}')
-      shape = validate(bench_config(config, seq_len, 'xla', 'gpu'))
+      # Resolved for the mesh's devices (the loop's unrolling) as train.py does; then each side's attention.
+      shape = our_shape(bench_config(config, seq_len, 'xla', 'gpu'), mesh.devices.flat[0].platform)
       models = {a: model_lib.Albert(dataclasses.replace(shape, attention=a)) for a in ('xla', 'cudnn')}
       batch = padded_batch(batch_size, seq_len, config.data.max_predictions_per_seq, shape.vocab_size)
       with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
