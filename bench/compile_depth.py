@@ -7,6 +7,7 @@ the first, the program's temporary memory, and with --time_steps the gradient's 
 unrolling the loop buys at run time). --remat sets model.remat.
 """
 import argparse
+import dataclasses
 import time
 
 import flax.linen as nn
@@ -18,14 +19,15 @@ import optax
 from albert_jax import cpu_allocator
 from albert_jax.config import from_file, validate
 from albert_jax.model import Albert, abstract_params
+from shared import time_interleaved
 
 
 def measure(config, layers, unroll, batch, seq_len, time_steps):
   """The gradient of `config`'s model at `layers` layers, its loop unrolled by `unroll` ('all': every block):
   (seconds to lower and compile, optimized program's characters, temporary bytes, median seconds a call or None)."""
   config.model.num_layers = layers
-  config.model.scan_unroll = layers * config.model.inner_group_num if unroll == 'all' else int(unroll)
-  model = Albert(validate(config))
+  shape = validate(config)
+  model = Albert(dataclasses.replace(shape, scan_unroll=shape.num_blocks if unroll == 'all' else int(unroll)))
   params = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), nn.unbox(abstract_params(model)))
   ids = jax.ShapeDtypeStruct((batch, seq_len), jnp.int32)
   positions = jax.ShapeDtypeStruct((batch, config.data.max_predictions_per_seq), jnp.int32)
@@ -47,13 +49,7 @@ def measure(config, layers, unroll, batch, seq_len, time_steps):
               rng.integers(0, seq_len, positions.shape).astype(np.int32),
               rng.integers(0, 2, labels.shape).astype(np.int32))
     values = jax.device_put(values)
-    jax.block_until_ready(compiled(*values))
-    times = []
-    for _ in range(time_steps):
-      start = time.perf_counter()
-      jax.block_until_ready(compiled(*values))
-      times.append(time.perf_counter() - start)
-    step = float(np.median(times))
+    step = time_interleaved({'gradient': lambda: jax.block_until_ready(compiled(*values))}, time_steps)[0]['gradient']
   return seconds, len(compiled.as_text()), compiled.memory_analysis().temp_size_in_bytes, step
 
 

@@ -197,17 +197,22 @@ def test_scan_unroll_by_platform_keeps_the_loop_on_a_tpu_only():
     ModelConfig(**{**SMALL, 'scan_unroll': -1})
 
 
+def lowered_gradient(shape: tuple, output: str, **overrides):
+  """The gradient of the sum of a SMALL model's `output` (with `overrides`) over a batch of `shape`, lowered."""
+  model = Albert(ModelConfig(**{**SMALL, **overrides}))
+  params = jax.eval_shape(lambda: nn.unbox(init_params(model, jax.random.key(0))))
+  loss = lambda p, x: jnp.sum(getattr(model.apply({'params': p}, x), output))
+  return jax.jit(jax.grad(loss)).lower(params, jax.ShapeDtypeStruct(shape, jnp.int32))
+
+
 def test_remat_saves_activation_memory_at_the_platform_default():
   """Recomputing each block's forward pass in the backward pass must shrink the gradient's temporaries. Unrolled,
   XLA:CPU schedules the recomputation early and keeps every activation (as much memory as without remat), which
   is why the platform default keeps the loop when remat is on."""
   def temporaries(remat):
-    model = Albert(ModelConfig(**{**SMALL, 'num_layers': 8, 'hidden_size': 64, 'intermediate_size': 256,
-                                  'max_position_embeddings': 64, 'remat': remat}))
-    params = jax.eval_shape(lambda: nn.unbox(init_params(model, jax.random.key(0))))
-    loss = lambda p, x: jnp.sum(model.apply({'params': p}, x).sop_logits)
-    compiled = jax.jit(jax.grad(loss)).lower(params, jax.ShapeDtypeStruct((4, 64), jnp.int32)).compile()
-    return compiled.memory_analysis().temp_size_in_bytes
+    lowered = lowered_gradient((4, 64), 'sop_logits', num_layers=8, hidden_size=64, intermediate_size=256,
+                               max_position_embeddings=64, remat=remat)
+    return lowered.compile().memory_analysis().temp_size_in_bytes
 
   assert temporaries('full') < 0.5 * temporaries('none')  # measured: 2.6 MB against 14.3
 
@@ -216,11 +221,7 @@ def test_compiled_program_does_not_grow_with_depth():
   """nn.scan with the loop kept (a TPU's default): a 48-layer model lowers to the same program as a 12-layer one, up
   to the trip count. The model used directly on this CPU takes the CPU's default, every block unrolled."""
   def lowered_size(layers, scan_unroll=1):
-    model = Albert(ModelConfig(**{**SMALL, 'num_layers': layers, 'scan_unroll': scan_unroll}))
-    params = jax.eval_shape(lambda: nn.unbox(init_params(model, jax.random.key(0))))
-    ids = jax.ShapeDtypeStruct((2, 12), jnp.int32)
-    loss = lambda p, x: jnp.sum(model.apply({'params': p}, x).mlm_logits)
-    return len(jax.jit(jax.grad(loss)).lower(params, ids).as_text())
+    return len(lowered_gradient((2, 12), 'mlm_logits', num_layers=layers, scan_unroll=scan_unroll).as_text())
 
   assert abs(lowered_size(48) - lowered_size(12)) < 100
   assert lowered_size(24, scan_unroll=0) - lowered_size(12, scan_unroll=0) > 12 * 1000  # calls of the block, each way
