@@ -30,6 +30,10 @@ def defaults() -> ml_collections.ConfigDict:
   # trained once on the built-in corpus and cached.
   config.data.vocab = ml_collections.config_dict.placeholder(str)
   config.data.tfds_data_dir = ml_collections.config_dict.placeholder(str)  # None: TFDS's default
+  # Where file sources' indexes (where each document lies; data/corpus_index.py) are kept, found once per corpus:
+  # None is beside a corpus in a bucket (.albert_index, which a pod's hosts share), ~/.cache/albert_jax for a
+  # corpus on local disk. Set it where those cannot be written (a bucket of someone else's).
+  config.data.index_dir = ml_collections.config_dict.placeholder(str)
   config.data.max_seq_length = 512
   config.data.max_predictions_per_seq = 20
   config.data.masked_lm_prob = 0.15

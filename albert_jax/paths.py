@@ -7,6 +7,7 @@ as they are; a local path behaves exactly as before. Tools that can only read or
 trainer, TensorFlow's checkpoint reader) work on a local copy.
 """
 import contextlib
+import dataclasses
 import fnmatch
 import glob as local_glob
 import os
@@ -48,21 +49,96 @@ def path(name) -> epath.Path:
   return epath.Path(name if is_url(name) else os.path.abspath(os.path.expanduser(name)))
 
 
-def glob(pattern: str) -> list:
-  """The files a glob matches, sorted, as strings; `**` matches any number of folders, on a URL too."""
+@dataclasses.dataclass(frozen=True)
+class FileInfo:
+  """A file as a listing shows it: `version` changes whenever its content may have (a local file's modification
+  and status-change times; a bucket object's generation, new at every write)."""
+  name: str
+  size: int
+  version: str
+
+
+def listing(pattern: str) -> list:
+  """FileInfo of each file the glob matches, sorted by name; `**` matches any number of folders, on a URL too. In
+  a bucket: one listing of the glob's fixed folder
+  (pages of 1,000 objects), not a request per file or per folder."""
   if not is_url(pattern):
-    return sorted(p for p in local_glob.glob(os.path.expanduser(pattern), recursive=True) if os.path.isfile(p))
+    infos = []
+    for name in sorted(local_glob.glob(os.path.expanduser(pattern), recursive=True)):
+      if not os.path.isfile(name):
+        continue
+      stat = os.stat(name)
+      infos.append(FileInfo(os.path.abspath(name), stat.st_size, f'{stat.st_mtime_ns}.{stat.st_ctime_ns}'))
+    return infos
+  base, wanted = _split_pattern(pattern)
+  if wanted is None:  # no wildcard: the file itself
+    return [_info(pattern, _filesystem(pattern).info(pattern))] if epath.Path(pattern).is_file() else []
+  filesystem = _filesystem(base)
+  root = filesystem._strip_protocol(base).rstrip('/')  # pylint: disable=protected-access
+  scheme = base.split('://', 1)[0]
+  infos = []
+  for name, info in filesystem.find(root, detail=True).items():
+    relative = tuple(name[len(root) + 1:].split('/'))
+    if info.get('type', 'file') == 'file' and _matches(relative, wanted):
+      infos.append(_info(f'{scheme}://{name}', info))
+  return sorted(infos, key=lambda info: info.name)
+
+
+def _filesystem(url: str):
+  return fsspec.core.url_to_fs(url)[0]
+
+
+def _info(name: str, info: dict) -> FileInfo:
+  version = info.get('generation') or info.get('ETag') or info.get('etag') or info.get('mtime') or ''
+  return FileInfo(name, int(info.get('size') or 0), str(version))
+
+
+def _split_pattern(pattern: str) -> tuple:
+  """A URL glob as (its fixed folder, the parts after it), or (the URL, None) when it has no wildcard."""
   scheme, rest = pattern.split('://', 1)
   parts = rest.split('/')
   fixed = next((i for i, part in enumerate(parts) if re.search(r'[*?\[]', part)), len(parts))
-  if fixed == len(parts):  # no wildcard: the file itself, if it exists
-    return [pattern] if epath.Path(pattern).is_file() else []
+  if fixed == len(parts):
+    return pattern, None
   if fixed == 0:
     raise PathError(f'{pattern}: a wildcard in the bucket name is not supported; name the bucket.')
-  base = f'{scheme}://' + '/'.join(parts[:fixed])
-  wanted = parts[fixed:]
-  return sorted(str(base.rstrip('/') + '/' + '/'.join(relative))
-                for relative in _relative_files(epath.Path(base)) if _matches(relative, wanted))
+  return f'{scheme}://' + '/'.join(parts[:fixed]), parts[fixed:]
+
+
+def fixed_folder(pattern: str) -> str:
+  """The folder of a glob above its first wildcard (of a plain file name, its folder), local ones made absolute."""
+  if is_url(pattern):
+    base, wanted = _split_pattern(pattern)
+    return base.rstrip('/') if wanted is not None else base.rsplit('/', 1)[0]
+  parts = os.path.abspath(os.path.expanduser(pattern)).split(os.sep)
+  fixed = next((i for i, part in enumerate(parts) if re.search(r'[*?\[]', part)), len(parts) - 1)
+  return os.sep.join(parts[:fixed]) or os.sep
+
+
+def read_range(name, start: int, length: int) -> bytes:
+  """`length` bytes of a file from byte `start`: in a bucket one ranged request for exactly those bytes (a
+  buffered reader would fetch megabytes ahead)."""
+  if length <= 0:
+    return b''
+  name = str(name)
+  if is_url(name):
+    return _filesystem(name).cat_file(name, start, start + length)
+  with open(name, 'rb') as f:
+    f.seek(start)
+    return f.read(length)
+
+
+def write_whole(name, data: bytes) -> None:
+  """Writes a file so that a reader sees all of it or none: a local one under a temporary name, then renamed; a
+  bucket's object appears whole when its upload ends."""
+  target = path(name)
+  if is_url(target):
+    target.write_bytes(data)
+    return
+  temporary = f'{target}.{os.getpid()}.tmp'
+  with open(temporary, 'wb') as f:
+    f.write(data)
+  os.replace(temporary, target)
 
 
 def _relative_files(directory: epath.Path, prefix: tuple = ()) -> Iterator[tuple]:

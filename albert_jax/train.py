@@ -58,7 +58,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   # ---- Config and workdir: every check before anything expensive.
   model_config = validate(config)
   paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir,
-                        config.train.blimp)
+                        config.data.index_dir, config.train.blimp)
   workdir = paths.make_folder(workdir)
   mesh = run.check_workdir_and_make_mesh(workdir, config, devices)
   sharding.check_batch_size(config.train.batch_size, mesh, microbatches=config.train.grad_accum_steps)
@@ -75,7 +75,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         'jax': jax.__version__}, indent=2) + '\n')
 
   # ---- Data: this host's shard of the training documents, and the held-out ones.
-  opened = pipeline_lib.open_sources(config.data)  # each source indexed once, for both
+  # Each source opened once, for both; a file source's index read, or first made by the hosts together.
+  opened = pipeline_lib.open_sources(config.data, host, hosts)
   train_data = pipeline_lib.Pipeline(config.data, tokenizer, config.train.batch_size, 'train', host, hosts,
                                      opened=opened,
                                      workers=pipeline_lib.worker_count(config.data.workers, jax.local_devices()))

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from albert_jax import paths
 from albert_jax.data import formats, pipeline, sources
 from conftest import ROOT
 
@@ -23,7 +24,9 @@ STUB = b'<doc id="9" url="http://en.wikipedia.org/wiki?curid=9" title="Stub">\nS
 
 
 def open_spec(text):
-  return sources.open_source(sources.Spec.parse(text), None)
+  source = sources.open_source(sources.Spec.parse(text), None)
+  len(source)  # its index made (or read): what pipeline.open_sources does
+  return source
 
 
 def documents(source):
@@ -155,7 +158,7 @@ def records(wiki_dir):
   """The wiki slice's articles as records: {'id', 'text'} with one paragraph per line (HF hub datasets' layout)."""
   source = open_spec(f'wikiextractor:{wiki_dir}/AA/wiki_*')
   texts = ['\n'.join(paragraphs) for paragraphs in source.format.read(
-      source.files[0], source.locations, source.skipped)]
+      paths.path(source.files[0].name), source.index.locations(0, 0, len(source)), source.skipped)]
   return [{'id': i, 'text': text} for i, text in enumerate(texts)], documents(source)
 
 
@@ -256,7 +259,6 @@ def test_real_corpora_feed_per_host_shards_that_resume_exactly(wiki_dir, books_d
 def test_sources_in_a_bucket_read_as_local_ones(wiki_dir, books_dir, records, bucket, tmp_path):
   import pyarrow as pa
   import pyarrow.parquet as pq
-  from albert_jax import paths
   rows, _ = records
   pq.write_table(pa.table({'text': [r['text'] for r in rows]}), tmp_path / 'w.parquet', row_group_size=5)
   write_jsonl(tmp_path / 'w.jsonl.gz', rows, gzip.open)

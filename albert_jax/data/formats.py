@@ -3,7 +3,8 @@
 A format answers two questions about one file: `index(path, skipped)` gives the locations of its documents (two
 integers each: a byte span, or a Parquet row group and row), counting what it leaves out in `skipped`; and
 `read(path, locations, skipped)` yields each located document as a list of paragraphs, in order. Everything about
-many files (globs, one index over all of them, sentences) is sources.FileSource's job.
+many files (globs, one numbering over all of them, sentences) is sources.FileSource's job, and keeping what index()
+found is corpus_index.py's.
 
 Files in these formats may be compressed as people ship them (.bz2, .gz, .zst): a compressed file is read as a
 stream, so reaching a document means decompressing what comes before it in its file (files are indexed whole once;
@@ -23,6 +24,9 @@ from albert_jax import paths
 from albert_jax.errors import ConfigError
 
 COMPRESSED = ('.bz2', '.gz', '.zst')
+# The version of what index() finds: kept indexes (corpus_index.py) of another version are not read. Raise it with
+# any change to where a format finds documents or what it skips while indexing.
+INDEX_VERSION = 1
 
 
 class FormatError(ConfigError):

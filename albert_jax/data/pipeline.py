@@ -279,7 +279,7 @@ class Pipeline:
 
   `sentence_task` overrides data.sentence_task: the held-out probes 'swap' and 'random' (instances.py). With
   `workers`, that many background processes make the coming chunks (the same batches, sooner); close() stops them.
-  `opened`: the sources, already opened by open_sources (pipelines of one run share them: indexing is not free).
+  `opened`: the sources, already opened by open_sources (pipelines of one run share them).
   """
 
   def __init__(self, data, tokenizer: Tokenizer, batch_size: int, split: str = 'train', host: int = 0,
@@ -392,9 +392,15 @@ def worker_count(setting: int, devices) -> int:
   return min(accelerators, max((os.cpu_count() or 1) - 1, 1)) if accelerators else 0
 
 
-def open_sources(data) -> list:
-  """Every source of data.source, opened (and so indexed) once, for all the pipelines of a run to share."""
-  return [sources.open_source(spec, data.tfds_data_dir) for spec in sources.parse_specs(data.source)]
+def open_sources(data, process_index: int = 0, process_count: int = 1) -> list:
+  """Every source of data.source, opened once for all the pipelines of a run to share. A file source's index is
+  read from data.index_dir, and where files lack one, the `process_count` processes of the run (this is
+  `process_index`; on a pod, its hosts) index them together first (corpus_index.py)."""
+  opened = [sources.open_source(spec, data.tfds_data_dir, data.get('index_dir'), process_index, process_count)
+            for spec in sources.parse_specs(data.source)]
+  for source in opened:
+    len(source)  # a file source's index, read or made here: a damaged file stops the run now
+  return opened
 
 
 def held_out_sets(data, tokenizer: Tokenizer, batch_size: int, eval_batches: int, host: int = 0,

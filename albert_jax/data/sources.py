@@ -14,7 +14,8 @@ Spec strings (`data.source`, comma-separated or a list; `@weight` sets a mixture
   jsonl:/data/*.jsonl.zst          JSON lines (plain, .gz, .zst), the text in field "text"; jsonl[body]:... another
   parquet:/data/*.parquet          Parquet files, the text in column "text"; parquet[content]:... another
 Globs may be URLs (lines:gs://bucket/corpus/*.txt; `**` matches any number of folders). How each file format
-finds and cleans its documents is formats.py's job; this module indexes them over all the files of a glob.
+finds and cleans its documents is formats.py's job, keeping where they are corpus_index.py's; this module numbers
+them over all the files of a glob.
 """
 import collections
 import dataclasses
@@ -28,13 +29,17 @@ import numpy as np
 import sentencex
 
 from albert_jax import paths
-from albert_jax.data import formats
+from albert_jax.data import corpus_index, formats
 from albert_jax.data.formats import decode
 from albert_jax.errors import ConfigError
 
 # Text features of the TFDS datasets we know; any other dataset's first Text feature is used.
 TFDS_TEXT_FEATURE = {'wikipedia': 'text', 'pg19': 'book_text', 'c4': 'text', 'wiki40b': 'text'}
 _WIKI40B_MARKERS = re.compile(r'_START_ARTICLE_|_START_SECTION_|_START_PARAGRAPH_|_NEWLINE_')
+# A vocabulary's sample takes at least this many sentences from each file it reads (file sources: FileSource.spread).
+SAMPLE_SENTENCES_PER_FILE = 500
+# ... and a TFDS source's sample is spread over it in blocks of this many documents (TfdsSource.spread).
+SAMPLE_BLOCK = 64
 
 
 class SourceError(ConfigError):
@@ -105,46 +110,75 @@ def parse_specs(source) -> list:
 
 
 class FileSource:
-  """The documents of every file a glob matches, local or in a bucket, in one of formats.FORMATS: each file is
-  indexed once (where its documents are), in name order, and documents are read by their place in that index."""
+  """The documents of every file a glob matches, local or in a bucket, in one of formats.FORMATS, numbered over
+  the files in name order. Where each lies is kept by corpus_index.py (found once per corpus, shared by the
+  processes that open it: `process_index` of `process_count`); a document is read by its number. A file source
+  lists its files (its glob never matches its index folder), and opens the index only when asked for a count
+  or documents."""
 
-  def __init__(self, spec: Spec):
+  def __init__(self, spec: Spec, index_dir: Optional[str] = None, process_index: int = 0, process_count: int = 1):
     self.format = formats.FORMATS[spec.kind](spec.field) if spec.field else formats.FORMATS[spec.kind]()
-    self.name = f'{spec.kind}{f"[{spec.field}]" if spec.field else ""}:{spec.arg}'
-    self.files = [paths.path(name) for name in paths.glob(spec.arg)]
+    self.label = f'{spec.kind}{f"[{spec.field}]" if spec.field else ""}'
+    self.name, self.pattern = f'{self.label}:{spec.arg}', spec.arg
+    self.files = [info for info in paths.listing(spec.arg) if f'/{corpus_index.BESIDE_CORPUS}/' not in info.name]
     if not self.files:
       raise SourceError(f'data.source {self.name}: no file matches {spec.arg!r}: fix the path or the pattern '
                         f'(* and ? match within a folder, ** any number of folders).')
+    self.index_folder = corpus_index.folder(self.label, spec.arg, index_dir)
+    self.process = (process_index, process_count)
     self.skipped = SkipCounter()
-    file_numbers, locations = [], []
-    for number, path in enumerate(self.files):
-      if path.stat().length == 0:
-        self.skipped['empty files'] += 1
-        continue
-      found = self.format.index(path, self.skipped)
-      file_numbers.append(np.full(len(found), number, np.int32))
-      locations.append(np.asarray(found, np.int64).reshape(-1, 2))
-    # Two arrays, not a list of tuples: a corpus of millions of documents is indexed in every process.
-    self.file_numbers = np.concatenate(file_numbers) if file_numbers else np.zeros(0, np.int32)
-    self.locations = np.concatenate(locations) if locations else np.zeros((0, 2), np.int64)
+    self._index = None
+
+  @property
+  def index(self) -> corpus_index.Index:
+    if self._index is None:
+      self._index = corpus_index.open_index(f'data.source {self.name}', self.format, self.files, self.pattern,
+                                            self.index_folder, *self.process)
+      self.skipped.update(self._index.skipped)  # what indexing skipped, over the whole source
+    return self._index
 
   def __len__(self):
-    return len(self.file_numbers)
+    return len(self.index)
 
   def read(self, start: int, stop: int) -> Iterator[list]:
-    # The documents of one file, consecutive in the index, in one read: in a bucket every open is a request, and a
-    # compressed file is decompressed from its start.
-    start, stop = max(start, 0), min(stop, len(self))
+    # The documents of one file, consecutive in the numbering, in one read: in a bucket every open is a request,
+    # and a compressed file is decompressed from its start.
+    index = self.index
+    start, stop = max(start, 0), min(stop, len(index))
     while start < stop:
-      number = self.file_numbers[start]
-      other = np.flatnonzero(self.file_numbers[start:stop] != number)
-      end = start + int(other[0]) if len(other) else stop
-      for paragraphs in self.format.read(self.files[number], self.locations[start:end], self.skipped):
-        if self.format.segmented:
-          yield paragraphs
-        else:
-          yield split_sentences('\n'.join(paragraphs))
+      number = int(np.searchsorted(index.starts, start, side='right')) - 1  # past files without documents
+      end = min(stop, int(index.starts[number + 1]))
+      first = int(index.starts[number])
+      yield from self._documents(number, index.locations(number, start - first, end - first))
       start = end
+
+  def _documents(self, number: int, locations) -> Iterator[list]:
+    for paragraphs in self.format.read(paths.path(self.files[number].name), locations, self.skipped):
+      yield paragraphs if self.format.segmented else split_sentences('\n'.join(paragraphs))
+
+  def spread(self, seed: int, sentences: Optional[int]) -> Iterator[list]:
+    """Documents of about `sentences` sentences (all, if None) spread over the whole source, without reading all
+    of it: its files in a seeded random order, from each a seeded random choice of its documents up to its share
+    (at least SAMPLE_SENTENCES_PER_FILE: a file read for a handful of sentences is mostly wasted reading). A file's
+    documents come from the kept index where it has them, else from indexing that file alone."""
+    rng = np.random.default_rng(seed)
+    share = None if sentences is None else max(-(-sentences // len(self.files)), SAMPLE_SENTENCES_PER_FILE)
+    kept = corpus_index.kept_locations(self.index_folder, self.files, self.pattern)
+    for number in rng.permutation(len(self.files)):
+      info = self.files[number]
+      locations = kept(int(number))
+      if locations is None:
+        locations = (np.zeros((0, 2), np.int64) if info.size == 0 else
+                     np.asarray(self.format.index(paths.path(info.name), self.skipped), np.int64).reshape(-1, 2))
+      if not len(locations):
+        continue
+      documents = list(self._documents(int(number), locations))
+      taken = 0
+      for i in rng.permutation(len(documents)):
+        if share is not None and taken >= share:
+          break
+        taken += len(documents[i])
+        yield documents[i]
 
 
 def tfds_examples(builder, split: str, what: str, feature: Optional[str] = None) -> Iterator:
@@ -218,6 +252,13 @@ class TfdsSource:
   def __len__(self):
     return self.size
 
+  def spread(self, seed: int, sentences: Optional[int]) -> Iterator[list]:
+    """Documents spread over the whole dataset: blocks of SAMPLE_BLOCK in a seeded random order (until the caller
+    has `sentences`; the examples are read by number, so no more are read than are taken)."""
+    del sentences
+    for block in np.random.default_rng(seed).permutation(max(1, -(-len(self) // SAMPLE_BLOCK))):
+      yield from self.read(int(block) * SAMPLE_BLOCK, min((int(block) + 1) * SAMPLE_BLOCK, len(self)))
+
   def read(self, start: int, stop: int) -> Iterator[list]:
     if self.sliceable:
       texts = self._texts(f'train[{start}:{stop}]')
@@ -262,9 +303,13 @@ class BuiltinSource(TfdsSource):
     self.size, self.sliceable = self.builder.info.splits['train'].num_examples, True
 
 
-def open_source(spec: Spec, data_dir: Optional[str]):
+def open_source(spec: Spec, data_dir: Optional[str], index_dir: Optional[str] = None, process_index: int = 0,
+                process_count: int = 1):
+  """The source `spec` names. A file source keeps its index in `index_dir` (corpus_index.folder) and, where files
+  lack an index entry, indexes them with the other `process_count` processes that open it (this is
+  `process_index`)."""
   if spec.kind == 'builtin':
     return BuiltinSource(data_dir)
   if spec.kind == 'tfds':
     return TfdsSource(spec.arg, data_dir)
-  return FileSource(spec)
+  return FileSource(spec, index_dir, process_index, process_count)
