@@ -40,7 +40,7 @@ from albert_jax.errors import ConfigError
 
 BESIDE_CORPUS = '.albert_index'  # the index folder beside a corpus in a bucket; file sources never read it
 PROGRESS_EVERY_S = 30.0  # how often a process that indexes rewrites its progress file, and a waiting one reports
-POLL_S = 5.0  # how often a waiting process lists the index folder (one request)
+POLL_S = 2.0  # how often a waiting process lists the index folder (one request)
 STALLED_AFTER_S = 600.0  # a process whose progress file has not changed for this long is taken as gone
 _ROW = np.dtype('<i8')
 
@@ -101,6 +101,13 @@ def _rows(index_folder: paths.Path, part: str, first: int, count: int) -> np.nda
   return np.frombuffer(raw, _ROW).reshape(-1, 2)
 
 
+def unindexed(index_folder: paths.Path, files: list, pattern: str) -> list:
+  """The files (paths.FileInfo) that have no current entry in the index."""
+  fixed = paths.fixed_folder(pattern)
+  entries = _Kept(index_folder).read()
+  return [info for info in files if _key(info, fixed) not in entries]
+
+
 def kept_locations(index_folder: paths.Path, files: list, pattern: str):
   """A function of a file's number (in `files`) that reads its documents' locations from the index, or gives
   None where the file has no entry: for reading a few files without indexing the rest (a vocabulary's sample)."""
@@ -131,9 +138,10 @@ def open_index(name: str, format_, files: list, pattern: str, index_folder: path
   if any(missing):
     label = f'[process {process_index}/{process_count}] ' if process_count > 1 else ''
     size = sum(info.size for info, lacks in zip(files, missing) if lacks)
-    print(f'{label}{name}: {sum(missing):,} of {len(files):,} files ({size / 1e6:,.0f} MB) have no index entry '
-          f'(new, changed, or never indexed): indexing them once into {index_folder}'
-          + (f', shared by {process_count} processes' if process_count > 1 else ''), flush=True)
+    if process_index == 0:
+      print(f'{name}: {sum(missing):,} of {len(files):,} files ({size / 1e6:,.0f} MB) have no index entry (new, '
+            f'changed, or never indexed): indexing them once into {index_folder}'
+            + (f', shared by {process_count} processes' if process_count > 1 else ''), flush=True)
     runs = cut(files, process_count)
     mine = [i for i in runs[process_index] if missing[i]]
     if mine:
@@ -301,7 +309,7 @@ class _Kept:
           message = (self.folder / f'{run_name}.error').read_text()
           raise CorpusIndexError(f'{name}: process {b} could not index its files: {message}')
         version = listing.get(f'{run_name}.progress')
-        if moved.get(run_name, (None,))[0] != version:
+        if run_name not in moved or moved[run_name][0] != version:
           moved[run_name] = (version, now)
         elif now - moved[run_name][1] > STALLED_AFTER_S:
           what = ('has written no progress' if version is None else

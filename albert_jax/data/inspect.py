@@ -2,6 +2,11 @@
 
   python -m albert_jax.data.inspect --config=configs/tiny.py [--num=4]     decoded examples
   python -m albert_jax.data.inspect --config=configs/tiny.py --stats       measured statistics as JSON
+  python -m albert_jax.data.inspect --config=CONFIG --host=5 --host_count=64   host 5's share of a 64-host pod
+
+Examples are led by how the host started: the seconds and CPU to its first batch and its peak memory (what each
+host of a pod pays before its first step; a corpus never indexed is indexed first, here by this process alone),
+and which documents of each source are its share.
 
 Examples show the pieces with masked positions as [MASK->label] (or =label when kept, ~label when replaced
 by a random piece), the segment boundary and the sentence label. --stats measures, over --batches batches:
@@ -11,6 +16,8 @@ text into (median words, the shares over 100 words and under 3), and documents a
 """
 import collections
 import json
+import resource
+import time
 
 import numpy as np
 from absl import flags
@@ -80,16 +87,34 @@ def measure(data_pipeline, batches: int) -> dict:
   }
 
 
+def start_report(data_pipeline, opened_s: float, start_s: float, cpu_s: float) -> str:
+  """How host K of N started: the time to its first batch, the CPU it took, its peak memory, and its documents."""
+  shares = []
+  for stream in data_pipeline.streams:
+    first, stop = stream.chunks[0][0], stream.chunks[-1][1]
+    shares.append(f'{stream.source.name}: documents {first:,}..{stop - 1:,} of {len(stream.source):,}')
+  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 10
+  return (f'host {data_pipeline.host} of {data_pipeline.host_count}: first batch {start_s:.2f} s after start '
+          f'(sources opened in {opened_s:.2f} s), {cpu_s:.2f} CPU s, peak memory {peak:,.0f} MB; '
+          f'its {data_pipeline.split} share: ' + '; '.join(shares))
+
+
 def main(argv):
   del argv
   config = _CONFIG.value
   tokenizer = vocab.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
-  data_pipeline = pipeline.Pipeline(config.data, tokenizer, _BATCH_SIZE.value, split=_SPLIT.value,
-                                    collect_stats=_STATS.value)
+  # What a host of a pod does at start, timed: open the sources (read their indexes, or make them), then its batch.
+  start, cpu = time.perf_counter(), time.process_time()
+  opened = pipeline.open_sources(config.data)
+  opened_s = time.perf_counter() - start
+  data_pipeline = pipeline.Pipeline(config.data, tokenizer, _BATCH_SIZE.value * _HOST_COUNT.value,
+                                    split=_SPLIT.value, host=_HOST.value, host_count=_HOST_COUNT.value,
+                                    collect_stats=_STATS.value, opened=opened)
   if _STATS.value:
     print(json.dumps(measure(data_pipeline, _BATCHES.value), indent=2))
     return
   batch = data_pipeline.next_batch()
+  print(start_report(data_pipeline, opened_s, time.perf_counter() - start, time.process_time() - cpu) + '\n')
   for row in range(min(_NUM.value, len(batch['input_ids']))):
     print(f'#{row} ' + render(batch, row, tokenizer) + '\n')
 
@@ -100,7 +125,10 @@ if __name__ == '__main__':
   _NUM = flags.DEFINE_integer('num', 4, 'Examples to print.')
   _STATS = flags.DEFINE_bool('stats', False, 'Print measured statistics as JSON instead of examples.')
   _BATCHES = flags.DEFINE_integer('batches', 50, 'Batches measured by --stats.')
-  _BATCH_SIZE = flags.DEFINE_integer('batch_size', 32, 'Batch size for inspection (not the training batch).')
+  _BATCH_SIZE = flags.DEFINE_integer('batch_size', 32, 'Batch size of the host inspected (not the training batch).')
   _SPLIT = flags.DEFINE_enum('split', 'train', ['train', 'eval'], 'Which documents.')
+  _HOST = flags.DEFINE_integer('host', 0, 'The host whose share is inspected, as it would be on a pod of '
+                               '--host_count hosts.')
+  _HOST_COUNT = flags.DEFINE_integer('host_count', 1, 'Hosts the corpus is shared by.')
   flags.mark_flags_as_required(['config'])
   run_cli(main)
