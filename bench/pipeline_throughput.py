@@ -5,7 +5,7 @@
       --vocab=/tmp/albert_wiki_books/vocab-30k.model --seq_len=128
 
 With --source (any data.source) and --vocab, the real corpus instead of the built-in one, and first the time and
-memory it takes to index it (opening every file and finding its documents: what every process of a run does).
+memory it takes to open it (its kept index read, or made where files have none: data/corpus_index.py).
 The timed window holds at least --instances instances and --chunks new chunks of every source (a chunk is made
 whole, then served), and counts the instances made in it.
 
@@ -47,8 +47,8 @@ def long_documents_file(config, directory: pathlib.Path) -> str:
 
 
 def index(config) -> list:
-  """Opens (indexes) every source of the config, printing the time, the documents, the text's size on disk and the
-  memory it took: the peak resident size before and after, and the index arrays themselves."""
+  """Opens every source of the config, printing the time, the documents, the text's size on disk and the memory it
+  took: the peak resident size before and after, and what the index holds in memory."""
   import resource
   before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   start = time.perf_counter()
@@ -57,8 +57,8 @@ def index(config) -> list:
   peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   for source in opened:
     files = getattr(source, 'files', [])
-    megabytes = sum(f.stat().length for f in files) / 1e6
-    arrays = (source.file_numbers.nbytes + source.locations.nbytes) / 1e6 if files else 0.0
+    megabytes = sum(info.size for info in files) / 1e6
+    arrays = source.index.nbytes() / 1e6 if files else 0.0
     print(f'  {source.name}: {len(source):,} documents in {len(files)} files ({megabytes:.0f} MB on disk), index '
           f'{arrays:.2f} MB; skipped: {source.skipped.report()}')
   print(f'index: {seconds:.1f} s for all sources; peak resident memory {before:.0f} MB -> {peak:.0f} MB')

@@ -176,8 +176,8 @@ def two_hosts(tiny_config, workdirs, *extra, cwd):
 
 def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume(inputs, tiny_config, bucket, tmp_path,
                                                                                 monkeypatch):
-  """Two processes as two hosts of a pod, one workdir in a bucket: host 0 reports and writes each checkpoint once,
-  with both hosts' data positions; the losses equal one device's reading both hosts' shards (which shows that each
+  """Two processes as two hosts of a pod, one workdir in a bucket: they index the corpus together, once; host 0
+  reports and writes each checkpoint once, with both hosts' data positions; the losses equal one device's reading both hosts' shards (which shows that each
   host read its own); a second launch resumes."""
   workdir = f'{bucket}/runs/pod'
   args = [*in_bucket(inputs, bucket), '--config.train.checkpoint_every=3']
@@ -188,6 +188,9 @@ def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume(in
     assert "mesh {'data': 4, 'fsdp': 1, 'model': 1}, 2 host(s)" in ran[0][1]
     assert f'[host 0/2] step {steps}/{steps}' in ran[0][1] and f'step {steps}/{steps}' not in ran[1][1]
     assert ('resumed from step 6' in ran[0][1]) == resumed
+    # The corpus indexed once, by both hosts (a file each, a part each, beside it in the bucket); not again.
+    assert ('2 of 2 files (0 MB) have no index entry' in ran[0][1]) != resumed
+    assert len(paths.listing(f'{bucket}/inputs/corpus/.albert_index/lines-v1/part-*.json')) == 2
     if not resumed:  # the first launch's trajectory, before the second adds to it
       pod = scalars_in(workdir, tmp_path / 'read-back')['loss']
   checkpoints = sorted(int(p.name) for p in paths.path(f'{workdir}/checkpoints').iterdir() if p.name.isdigit())

@@ -163,8 +163,8 @@ def cut(files: list, count: int) -> list:
   """`files` (paths.FileInfo) cut into `count` runs of about equal bytes, in name order: each run, a list of file
   numbers. A process's run depends on the listing alone, so every process computes every run alike."""
   weights = np.array([max(info.size, 1) for info in files], np.float64)
-  before = np.concatenate([[0.0], np.cumsum(weights)[:-1]])  # bytes ahead of each file
-  owner = np.minimum((before * count / max(weights.sum(), 1.0)).astype(np.int64), count - 1)
+  middle = np.cumsum(weights) - weights / 2  # a file goes to the run its middle byte falls in
+  owner = np.minimum((middle * count / weights.sum()).astype(np.int64), count - 1)
   return [np.flatnonzero(owner == b).tolist() for b in range(count)]
 
 

@@ -18,7 +18,6 @@ import time
 from absl import flags
 
 from albert_jax import paths
-from albert_jax.config import run_cli
 from albert_jax.data import corpus_index, sources
 
 
@@ -67,6 +66,8 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  # Imported here: the indexing processes (spawned) import this module, and config imports JAX (seconds each).
+  from albert_jax.config import run_cli
   _INPUT = flags.DEFINE_string('input', None, 'Sources, as data.source (wikiextractor:GLOB, jsonl:GLOB, ...; '
                                'comma-separated).')
   _INDEX_DIR = flags.DEFINE_string('index_dir', None, 'Where the indexes are kept, as data.index_dir: by default '
