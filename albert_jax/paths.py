@@ -13,6 +13,7 @@ import glob as local_glob
 import os
 import re
 import shutil
+import stat
 import tempfile
 from typing import Iterator
 
@@ -65,10 +66,12 @@ def listing(pattern: str) -> list:
   if not is_url(pattern):
     infos = []
     for name in sorted(local_glob.glob(os.path.expanduser(pattern), recursive=True)):
-      if not os.path.isfile(name):
+      try:
+        status = os.stat(name)
+      except FileNotFoundError:  # removed since the glob saw it (another process's temporary file)
         continue
-      stat = os.stat(name)
-      infos.append(FileInfo(os.path.abspath(name), stat.st_size, f'{stat.st_mtime_ns}.{stat.st_ctime_ns}'))
+      if stat.S_ISREG(status.st_mode):
+        infos.append(FileInfo(os.path.abspath(name), status.st_size, f'{status.st_mtime_ns}.{status.st_ctime_ns}'))
     return infos
   base, wanted = _split_pattern(pattern)
   if wanted is None:  # no wildcard: the file itself

@@ -60,6 +60,10 @@ def test_a_corpus_is_indexed_once_and_later_starts_read_only_the_index(tmp_path,
   assert list(again.read(7, 19)) == expected[7:19]  # across files, read by number
   # The process holds a few numbers a file, none a document.
   assert again.index.nbytes() == 5 * (8 + 8 + 4 + 8) + 8
+  # An index kept inside the corpus's folder is never read as text by a glob that reaches it.
+  for _ in range(2):
+    inside = open_lines(tmp_path / 'corpus' / '**', tmp_path / 'corpus' / 'index')
+    assert [os.path.basename(info.name) for info in inside.files] == [f'part_{f:03d}.txt' for f in range(5)]
 
 
 def test_processes_share_out_the_indexing_and_agree_on_every_number(tmp_path, counted, monkeypatch):
@@ -195,7 +199,8 @@ def test_a_host_reads_its_share_of_a_corpus_in_a_bucket(tmp_path, bucket, tiny_c
   server: its batches are those of the same corpus on local disk, and it reads no file outside its share."""
   write_corpus(tmp_path / 'corpus', files=12, documents=5)
   for f in range(12):
-    paths.path(f'{bucket}/corpus/part_{f:03d}.txt').write_bytes((tmp_path / 'corpus' / f'part_{f:03d}.txt').read_bytes())
+    name = f'part_{f:03d}.txt'
+    paths.path(f'{bucket}/corpus/{name}').write_bytes((tmp_path / 'corpus' / name).read_bytes())
   prepared = subprocess.run([sys.executable, '-m', 'albert_jax.data.prepare', f'--input=lines:{bucket}/corpus/*.txt',
                              '--processes=2'], capture_output=True, text=True, timeout=300, cwd=ROOT)
   assert prepared.returncode == 0, prepared.stderr

@@ -8,12 +8,13 @@ each restart, each run and tool on the same files.
 
   <folder>/part-<hash>.json        an entry per file: its name below the glob's fixed folder, size, version,
                                    documents, first row in the part's locations, and what indexing it skipped
+                                   (counts of the part's reasons, each written once)
   <folder>/part-<hash>.locations   each document's location (two little-endian int64s), row after row
 
 The folder is below `data.index_dir` if set (a subfolder per corpus folder), else `.albert_index` beside a corpus
 in a bucket (where a pod's hosts all see it), else ~/.cache/albert_jax/corpus_index for a corpus on local disk;
 then a subfolder per format (and field) and formats.INDEX_VERSION. A start lists the files and reads the entries
-(about 100 bytes a file); the locations of a chunk's documents are read with the chunk. A process holds a few
+(about 70 bytes a file); the locations of a chunk's documents are read with the chunk. A process holds a few
 numbers per file, never any per document.
 
 A file whose size or version (paths.FileInfo) differs from its entry has none: such files and new ones are indexed
@@ -60,6 +61,13 @@ def folder(label: str, pattern: str, index_dir=None) -> paths.Path:
     cache = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
     root = paths.path(os.path.join(cache, 'albert_jax', 'corpus_index', _corpus_name(fixed)))
   return root / f'{re.sub(r"[^A-Za-z0-9_-]+", "-", label).strip("-")}-v{formats.INDEX_VERSION}'
+
+
+def holds(name: str, index_dir=None) -> bool:
+  """Whether the file `name` is part of a kept index (beside a corpus, or below `index_dir`): a glob such as
+  jsonl:gs://b/corpus/** must not read it as text."""
+  inside = index_dir and name.startswith(str(paths.path(index_dir)).rstrip('/') + '/')
+  return bool(inside) or f'/{BESIDE_CORPUS}/' in name
 
 
 def _corpus_name(fixed: str) -> str:
@@ -197,13 +205,19 @@ def _build(name: str, format_, files: list, keys: list, index_folder: paths.Path
         found = np.zeros((0, 2), np.int64)
       else:
         found = np.asarray(format_.index(paths.path(info.name), skipped), np.int64).reshape(-1, 2)
-      entries.append([*key, len(found), row, dict(skipped)])
+      entries.append([*key, len(found), row, skipped])
       locations.append(found)
       row += len(found)
       progress.advance(info)
-    part = 'part-' + hashlib.sha1(json.dumps(entries).encode()).hexdigest()[:16]
+    # What indexing skipped, by reason: each reason written once a part, an entry holding [reason, count] pairs.
+    reasons = sorted({reason for *_, skipped in entries for reason in skipped})
+    number = {reason: i for i, reason in enumerate(reasons)}
+    for entry in entries:
+      entry[-1] = [[number[reason], count] for reason, count in sorted(entry[-1].items())]
+    text = json.dumps({'reasons': reasons, 'files': entries}, separators=(',', ':'))
+    part = 'part-' + hashlib.sha1(text.encode()).hexdigest()[:16]
     paths.write_whole(index_folder / f'{part}.locations', np.concatenate(locations).astype(_ROW).tobytes())
-    paths.write_whole(index_folder / f'{part}.json', json.dumps({'files': entries}).encode())  # last: the part is whole
+    paths.write_whole(index_folder / f'{part}.json', text.encode())  # last: then the part is whole
   except BaseException as e:
     if isinstance(e, Exception):  # the others stop with this message instead of waiting for this process
       try:
@@ -282,13 +296,14 @@ class _Kept:
     for part, text in zip(new, texts):
       self.read_parts.add(part)
       try:
-        files = json.loads(text)['files']
-      except (ValueError, KeyError, TypeError):
+        kept = json.loads(text)
+        entries = {(name, size, version): (part, row, documents, {kept['reasons'][i]: n for i, n in skipped})
+                   for name, size, version, documents, row, skipped in kept['files']}
+      except (ValueError, KeyError, TypeError, IndexError):
         print(f'{self.folder / part}.json is damaged and is left out (its files are indexed again); delete it.',
               flush=True)
         continue
-      for name, size, version, documents, row, skipped in files:
-        self.entries[(name, size, version)] = (part, row, documents, skipped)
+      self.entries.update(entries)
     return self.entries
 
   def wait(self, runs: list, run_names: list, name: str, process_index: int) -> dict:
@@ -306,8 +321,12 @@ class _Kept:
       for b in pending:
         run_name = run_names[b]
         if f'{run_name}.error' in listing:
-          message = (self.folder / f'{run_name}.error').read_text()
-          raise CorpusIndexError(f'{name}: process {b} could not index its files: {message}')
+          try:
+            message = (self.folder / f'{run_name}.error').read_text()
+          except FileNotFoundError:  # an earlier attempt's, removed as the process began again
+            message = None
+          if message is not None:
+            raise CorpusIndexError(f'{name}: process {b} could not index its files: {message}')
         version = listing.get(f'{run_name}.progress')
         if run_name not in moved or moved[run_name][0] != version:
           moved[run_name] = (version, now)

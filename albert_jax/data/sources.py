@@ -120,11 +120,11 @@ class FileSource:
     self.format = formats.FORMATS[spec.kind](spec.field) if spec.field else formats.FORMATS[spec.kind]()
     self.label = f'{spec.kind}{f"[{spec.field}]" if spec.field else ""}'
     self.name, self.pattern = f'{self.label}:{spec.arg}', spec.arg
-    self.files = [info for info in paths.listing(spec.arg) if f'/{corpus_index.BESIDE_CORPUS}/' not in info.name]
+    self.index_folder = corpus_index.folder(self.label, spec.arg, index_dir)
+    self.files = [info for info in paths.listing(spec.arg) if not corpus_index.holds(info.name, index_dir)]
     if not self.files:
       raise SourceError(f'data.source {self.name}: no file matches {spec.arg!r}: fix the path or the pattern '
                         f'(* and ? match within a folder, ** any number of folders).')
-    self.index_folder = corpus_index.folder(self.label, spec.arg, index_dir)
     self.process = (process_index, process_count)
     self.skipped = SkipCounter()
     self._index = None
