@@ -2,7 +2,7 @@
 restart, the vocabulary's sample, and memory, on synthetic corpora from 0.1 to 4 GB and one of 10 M documents.
 
   python bench/corpus_scale.py [--dir=/tmp/corpus_scale] [--copies=1,4,40] [--hosts=1,8,64,128] \\
-      [--jsonl_documents=10000000] [--gcs] [--before=DIR]
+      [--jsonl_documents=10000000] [--gcs=1,4] [--before=DIR] [--repeats=3]
 
 Corpora (made once under --dir, reused): `wiki-N`, N copies of the shared Wikipedia sample's plain half
 (../shared/data/corpora/wikipedia/AA: 100 WikiExtractor files, 103 MB), each file given an article of its own so
@@ -14,12 +14,13 @@ Measured, each start in a fresh process:
 - the one-time work (every file indexed once): CPU per file, so the runs a pod of N hosts cuts (corpus_index.cut)
   are summed exactly as they would be spread; and `prepare` itself on this machine's cores;
 - host K of N (K = 5, or N-1) starting as train.py does (open the sources, build its pipeline, make its first batch)
-  with the index kept: wall and CPU seconds, bytes the process read, its peak memory and the index it holds, and
-  what a batch-making worker is sent; then a restart (the same start again);
+  with the index kept, as every restart does: wall and CPU seconds (medians of --repeats processes), bytes the
+  process read, its peak memory and the index it holds, and what a batch-making worker is sent; a corpus's first
+  start adds the busiest host's share of the indexing;
 - with --before=DIR (a checkout of an earlier albert_jax), host 5 of 64 started by that code in the same run;
 - the vocabulary's sample (--vocab_sentences, default 50,000) with no index and with one;
-- with --gcs, the 1-copy corpus through a local GCS server (tests/gcs_emulator.py): the bytes each host's start
-  moves over loopback (the requests and the bucket's answers), against the corpus's size.
+- with --gcs, those sizes of the wiki corpus through a local GCS server (tests/gcs_emulator.py): the bytes each
+  host's start moves over loopback (the requests and the bucket's answers), against the corpus's size.
 Then the paper's corpora extrapolated from these figures, stated as an extrapolation.
 """
 import argparse
@@ -92,12 +93,19 @@ def run_json(argv, env=None, cwd=ROOT) -> dict:
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def host_start(source: str, vocab: str, host: int, hosts: int, index_dir: str, code=ROOT, env=None) -> dict:
+def host_start(source: str, vocab: str, host: int, hosts: int, index_dir: str, code=ROOT, env=None,
+               repeats: int = 1) -> dict:
+  """Host `host` of `hosts` starting, `repeats` times in fresh processes (every one after the first a restart):
+  the median of each figure, and the wall seconds' least and most under 'wall_range'."""
   settings = {'root': str(ROOT), 'source': source, 'vocab': vocab, 'host': host, 'hosts': hosts,
               'index_dir': index_dir}
   # Run in the code's folder: `python -c` puts it first on the path, ahead of an installed albert_jax.
-  return run_json([sys.executable, '-c', HOST_START, json.dumps(settings)],
-                  {'PYTHONPATH': str(code), 'JAX_PLATFORMS': 'cpu', **(env or {})}, cwd=code)
+  runs = [run_json([sys.executable, '-c', HOST_START, json.dumps(settings)],
+                   {'PYTHONPATH': str(code), 'JAX_PLATFORMS': 'cpu', **(env or {})}, cwd=code)
+          for _ in range(repeats)]
+  found = {key: float(np.median([run[key] for run in runs])) for key in runs[0]}
+  found['wall_range'] = (min(run['wall_s'] for run in runs), max(run['wall_s'] for run in runs))
+  return found
 
 
 # ---- Corpora -------------------------------------------------------------------------------------------------------
@@ -234,7 +242,9 @@ def main():
   parser.add_argument('--jsonl_documents', type=int, default=10_000_000)
   parser.add_argument('--vocab_sentences', type=int, default=50_000)
   parser.add_argument('--vocab_size', type=int, default=8000)
-  parser.add_argument('--gcs', action='store_true', help='also the 1-copy corpus through a local GCS server')
+  parser.add_argument('--gcs', default='', help='copies of the wiki corpus (e.g. 1,4) also read through a local GCS '
+                      'server')
+  parser.add_argument('--repeats', type=int, default=3, help='processes started for each host start measured')
   parser.add_argument('--before', help='a checkout of an earlier albert_jax: host 5 of 64 started by it too')
   args = parser.parse_args()
   directory = pathlib.Path(args.dir)
@@ -286,10 +296,9 @@ def main():
     print(f'one-time work {label}: {total:.1f} CPU s', flush=True)
     for hosts in host_counts:
       host = min(5, hosts - 1)
-      first = host_start(spec, vocab_model, host, hosts, index_dir)
-      again = host_start(spec, vocab_model, host, hosts, index_dir)
-      start_rows.append((label, hosts, host, first, again))
-      print(f'start {label} host {host}/{hosts}: {first} restart {again}', flush=True)
+      found = host_start(spec, vocab_model, host, hosts, index_dir, repeats=args.repeats)
+      start_rows.append((label, hosts, host, found, spread(per_file, hosts)[0]))
+      print(f'start {label} host {host}/{hosts}: {found}', flush=True)
     if args.before and 64 in host_counts:
       before = host_start(spec, vocab_model, 5, 64, index_dir, code=pathlib.Path(args.before))
       before_rows.append((label, before))
@@ -297,22 +306,24 @@ def main():
   results.update(one_time=work_rows, starts=start_rows, before=before_rows)
 
   if args.gcs:
-    results['gcs'] = gcs_starts(directory, corpora[0][1], vocab_model, host_counts, args.before)
+    results['gcs'] = gcs_starts(directory, [int(c) for c in args.gcs.split(',')], vocab_model, host_counts,
+                                args.repeats, args.before)
 
   show('The one-time work: every file indexed once (CPU s per file summed over the runs each host takes)',
        ['corpus', 'MB', 'files', 'CPU s, one process', f'prepare, {os.cpu_count()} processes: wall s / CPU s'] +
        [f'busiest of {h} hosts, CPU s' for h in host_counts],
        work_rows)
-  show('Host K of N starting (index kept): to its first batch; the restart is the same start again',
-       ['corpus', 'hosts', 'host', 'wall s (opening)', 'CPU s (whole process)', 'MB read', 'peak MB (before start)',
-        'index held', 'a worker is sent', 'restart wall s / CPU s'],
-       [[label, str(hosts), str(host), f'{a["wall_s"]:.2f} ({a["open_s"]:.2f})',
-         f'{a["cpu_s"]:.2f} ({a["process_cpu_s"]:.2f})', f'{a["read_bytes"] / 1e6:,.1f}',
-         f'{a["peak_mb"]:,.0f} ({a["rss_before_mb"]:,.0f})', f'{a["index_held_bytes"] / 1e3:,.1f} kB',
-         f'{a["worker_copy_bytes"] / 1e3:,.1f} kB', f'{b["wall_s"]:.2f} / {b["cpu_s"]:.2f}']
-        for label, hosts, host, a, b in start_rows])
+  show(f'Host K of N starting with the index kept (a restart, a resumed or second run), to its first batch: '
+       f'medians of {args.repeats} processes; a corpus\'s first start adds the busiest host\'s indexing',
+       ['corpus', 'hosts', 'host', 'wall s (opening; least-most)', 'CPU s (whole process)', 'MB read',
+        'peak MB (before start)', 'index held', 'a worker is sent', 'first start of a new corpus, s'],
+       [[label, str(hosts), str(host), f'{a["wall_s"]:.2f} ({a["open_s"]:.2f}; {a["wall_range"][0]:.2f}-'
+         f'{a["wall_range"][1]:.2f})', f'{a["cpu_s"]:.2f} ({a["process_cpu_s"]:.2f})',
+         f'{a["read_bytes"] / 1e6:,.1f}', f'{a["peak_mb"]:,.0f} ({a["rss_before_mb"]:,.0f})',
+         f'{a["index_held_bytes"] / 1e3:,.1f} kB', f'{a["worker_copy_bytes"] / 1e3:,.1f} kB',
+         f'{busiest + a["wall_s"]:.2f}'] for label, hosts, host, a, busiest in start_rows])
   if before_rows:
-    now = {label: a for label, hosts, host, a, b in start_rows if hosts == 64}
+    now = {label: a for label, hosts, host, a, _ in start_rows if hosts == 64}
     show(f'Host 5 of 64, before (the code at {args.before}) and now',
          ['corpus', 'before: wall s', 'CPU s (whole process)', 'MB read', 'peak MB', 'index held',
           'a worker is sent', 'now: wall s', 'CPU s (whole process)', 'MB read', 'peak MB', 'index held',
@@ -326,16 +337,19 @@ def main():
        [[label, 'yes' if with_index else 'no', f'{v["sample_s"]:.1f} ({v["sample_cpu_s"]:.1f})', f'{v["total_s"]:.1f}']
         for label, with_index, v in vocab_rows])
   if args.gcs:
-    show('Through a local GCS server: the 1-copy corpus in a bucket, its index beside it',
-         ['hosts', 'host', 'wall s', 'CPU s', 'MB over loopback', 'corpus MB'],
-         [[h, str(k), f'{r["wall_s"]:.2f}', f'{r["cpu_s"]:.2f}', f'{r["loopback_bytes"] / 1e6:,.2f}',
-           f'{r["corpus_mb"]:,.0f}'] for h, k, r in results['gcs']])
+    show('Through a local GCS server: the corpus in a bucket, its index beside it; a start\'s bytes over loopback '
+         '(its requests and the answers)',
+         ['corpus', 'hosts', 'host', 'wall s (opening)', 'CPU s', 'MB over loopback', 'corpus MB'],
+         [[c, h, str(k), f'{r["wall_s"]:.2f} ({r["open_s"]:.2f})', f'{r["cpu_s"]:.2f}',
+           f'{r["loopback_bytes"] / 1e6:,.2f}', f'{r["corpus_mb"]:,.0f}'] for c, h, k, r in results['gcs']])
   extrapolate(results, rates)
   (directory / 'results.json').write_text(json.dumps(results, indent=1, default=str))
 
 
-def gcs_starts(directory: pathlib.Path, spec: str, vocab_model: str, host_counts: list, before=None) -> list:
-  """The 1-copy corpus uploaded to a local GCS server, prepared there (index beside it), and each host's start."""
+def gcs_starts(directory: pathlib.Path, copies: list, vocab_model: str, host_counts: list, repeats: int,
+               before=None) -> list:
+  """The wiki corpora of `copies` uploaded to a local GCS server, prepared there (each index beside its corpus),
+  and host starts read from there, with the bytes each moves over loopback; the code before at the first size."""
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
@@ -344,31 +358,32 @@ def gcs_starts(directory: pathlib.Path, spec: str, vocab_model: str, host_counts
   url = f'http://127.0.0.1:{port}'
   env = {'STORAGE_EMULATOR_HOST': url, 'CLOUD_STORAGE_EMULATOR_ENDPOINT': url, 'FSSPEC_GCS_TOKEN': 'anon',
          'GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT': 'false', 'GOOGLE_AUTH_TOKEN_FOR_TESTING': 'test'}
+  rows = []
   try:
     time.sleep(3)
     os.environ.update(env)
     from albert_jax import paths
-    local = spec.split(':', 1)[1]
-    base = paths.fixed_folder(local)
-    infos = paths.listing(local)
-    for info in infos:
-      paths.path('gs://corpus/wiki/' + info.name[len(base) + 1:]).write_bytes(pathlib.Path(info.name).read_bytes())
-    remote = 'wikiextractor:gs://corpus/wiki/copy_*/AA/wiki_*'
-    prepare(remote, '', 2)  # beside the corpus, in the bucket
-    rows = []
-    for hosts in host_counts:
-      host = min(5, hosts - 1)
-      received = loopback_received()
-      found = host_start(remote, vocab_model, host, hosts, '', env=env)
-      found.update(loopback_bytes=loopback_received() - received, corpus_mb=sum(i.size for i in infos) / 1e6)
-      rows.append((str(hosts), host, found))
-      print(f'gcs start host {host}/{hosts}: {found}', flush=True)
-    if before:
-      received = loopback_received()
-      found = host_start(remote, vocab_model, 5, 64, '', code=pathlib.Path(before), env=env)
-      found.update(loopback_bytes=loopback_received() - received, corpus_mb=sum(i.size for i in infos) / 1e6)
-      rows.append(('64, before', 5, found))
-      print(f'gcs start host 5/64, the code before: {found}', flush=True)
+    for count in copies:
+      local = make_wiki(directory, count).split(':', 1)[1]
+      base = paths.fixed_folder(local)
+      infos = paths.listing(local)
+      for info in infos:
+        paths.path(f'gs://corpus/wiki-{count}/' + info.name[len(base) + 1:]).write_bytes(
+            pathlib.Path(info.name).read_bytes())
+      remote = f'wikiextractor:gs://corpus/wiki-{count}/copy_*/AA/wiki_*'
+      prepare(remote, '', 2)  # beside the corpus, in the bucket
+      corpus_mb = sum(i.size for i in infos) / 1e6
+      arms = [(hosts, min(5, hosts - 1), ROOT, repeats) for hosts in host_counts]
+      if before and count == copies[0]:
+        arms.append(('64, before', 5, pathlib.Path(before), 1))
+      for hosts, host, code, times in arms:
+        received = loopback_received()
+        found = host_start(remote, vocab_model, host, 64 if hosts == '64, before' else hosts, '', code=code, env=env,
+                           repeats=times)
+        found.update(loopback_bytes=(loopback_received() - received) / times, corpus_mb=corpus_mb,
+                     files=len(infos))
+        rows.append((f'{count} x 103 MB', str(hosts), host, found))
+        print(f'gcs start {count} x 103 MB host {host}/{hosts}: {found}', flush=True)
     return rows
   finally:
     server.terminate()
@@ -376,17 +391,18 @@ def gcs_starts(directory: pathlib.Path, spec: str, vocab_model: str, host_counts
 
 def extrapolate(results: dict, rates: list) -> None:
   """The paper's corpora from the figures above: stated as an extrapolation, not a measurement. A host's start is
-  opening the sources (listing the files, reading their index entries: fitted as a line in the number of files)
-  and then its first chunk (whose cost does not grow with the corpus once a host's share fills a chunk: taken
-  from the largest corpus measured)."""
+  opening the sources (listing the files, reading their index entries: fitted as a line in the number of files,
+  on local disk and, where measured, through the GCS server) and then its first chunk (whose cost does not grow
+  with the corpus once a host's share fills a chunk: taken from the largest corpus measured)."""
   starts = [(int(label.split()[0]) * 100, a) for label, hosts, host, a, _ in results['starts']
             if hosts == 64 and 'x 103 MB' in label]
   if len(starts) < 2:
     return
-  files = np.array([n for n, _ in starts], np.float64)
-  open_fit = np.polyfit(files, [a['open_s'] for _, a in starts], 1)  # seconds = a * files + b
+  open_fit = np.polyfit([n for n, _ in starts], [a['open_s'] for _, a in starts], 1)  # seconds = a * files + b
   largest = starts[-1][1]
   first_batch = largest['wall_s'] - largest['open_s']
+  remote = [(r['files'], r['open_s']) for _, hosts, _, r in results.get('gcs', []) if hosts == '64']
+  remote_fit = np.polyfit(*zip(*remote), 1) if len(remote) >= 2 else None
   rate = {label: r for label, _, _, r in rates}
   # The paper's 16 GB as Wikipedia's dump through WikiExtractor --compress (12 GB of text in 1 MB files, stored as
   # .bz2 at the sample's ratio) and books as Gutenberg files of 300 kB (4 GB); 160 GB ten times that.
@@ -396,14 +412,19 @@ def extrapolate(results: dict, rates: list) -> None:
     wiki_stored_mb = wiki_text_mb * 29 / 103  # the sample's .bz2 half: 29 MB for 103 MB of text
     files = wiki_text_mb / 1.03 + books_mb / 0.3
     work_cpu = wiki_stored_mb / rate['WikiExtractor, .bz2'] + books_mb / rate['Gutenberg books']
-    start = np.polyval(open_fit, files) + first_batch
-    for pod, hosts in (('v3-64', 8), ('v3-1024', 128)):
+    local = np.polyval(open_fit, files) + first_batch
+    bucket = np.polyval(remote_fit, files) + first_batch if remote_fit is not None else float('nan')
+    for pod, hosts in (('v3-64', 8), ('v3-512', 64), ('v3-1024', 128)):
       rows.append([corpus, pod, str(hosts), f'{files:,.0f}', f'{work_cpu / 60:,.0f} min',
-                   f'{work_cpu / hosts / 60:,.1f} min', f'{start:.1f}'])
+                   f'{work_cpu / hosts / 60:,.1f} min', f'{local:.1f}', f'{bucket:.1f}'])
+  remote_note = (f'; through the GCS server {remote_fit[0] * 1e3:.3f} ms a file + {remote_fit[1]:.2f} s'
+                 if remote_fit is not None else '')
   show(f'Extrapolated, not measured: the paper\'s corpora (wiki as WikiExtractor .bz2 files, books as Gutenberg '
-       f'files), one core a host as here; a start is opening the sources ({open_fit[0] * 1e3:.3f} ms a file + '
-       f'{open_fit[1]:.2f} s, fitted to host 5 of 64 above) and the first chunk ({first_batch:.2f} s)',
-       ['corpus', 'pod', 'hosts', 'files', 'one-time work, one core', 'per host (once)', 'host start, wall s'], rows)
+       f'files), one core a host as here; a start is opening the sources (on local disk {open_fit[0] * 1e3:.3f} ms '
+       f'a file + {open_fit[1]:.2f} s{remote_note}, fitted to host 5 of 64 above) and the first chunk '
+       f'({first_batch:.2f} s)',
+       ['corpus', 'pod', 'hosts', 'files', 'one-time work, one core', 'per host (once)', 'host start, local s',
+        'host start, GCS server s'], rows)
 
 
 if __name__ == '__main__':
