@@ -1,7 +1,6 @@
 """A file source's kept index (data/corpus_index.py): made once per corpus, shared out among the processes that
 open it, read at every later start instead of the corpus, never read for a file that changed; what a host reads
 at start is its share."""
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import pytest
 from albert_jax import paths
 from albert_jax.data import corpus_index, formats, pipeline, sources, vocab
 from conftest import ROOT
+from test_formats import assert_resumed_exactly
 
 
 def write_corpus(folder, files: int, documents: int = 6, start: int = 0) -> list:
@@ -179,18 +179,14 @@ def test_one_file_shared_by_more_hosts_than_it_has_files(tmp_path, tiny_config, 
     assert documents and not documents & set(seen)
     seen.extend(documents)
   assert sorted(seen) == list(range(43))  # 48 less the held-out tail of 10%, rounded: 5
-  # Every batch a function of (seed, host, host count, step), whoever made the index; and resume exact.
-  alone = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, host=2, host_count=4)
-  shared = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, host=2, host_count=4, opened=opened[0])
-  expected = [alone.next_batch() for _ in range(6)]
-  for _ in range(3):
-    shared.next_batch()
-  resumed = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, host=2, host_count=4)
-  resumed.restore(json.loads(json.dumps(shared.state())))
-  for step in range(3, 6):
-    batch = resumed.next_batch()
-    for key in batch:
-      np.testing.assert_array_equal(batch[key], expected[step][key], err_msg=f'step {step} {key}')
+  # Every batch a function of (seed, host, host count, step), whoever made the index (here one process alone, in
+  # a folder of its own), and a host resumes exactly on the index the four made.
+  alone = config.copy_and_resolve_references()
+  alone.data.index_dir = str(tmp_path / 'made_alone')
+  made_alone = pipeline.Pipeline(alone.data, builtin_tokenizer, batch_size=8, host=2, host_count=4)
+  expected = [made_alone.next_batch() for _ in range(6)]
+  assert_resumed_exactly(lambda: pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, host=2, host_count=4,
+                                                   opened=opened[0]), expected, at=3)
 
 
 def test_a_host_reads_its_share_of_a_corpus_in_a_bucket(tmp_path, bucket, tiny_config, builtin_tokenizer,

@@ -227,6 +227,19 @@ def test_parquet_reads_by_row_group_and_names_a_missing_column(records, tmp_path
     sources.Spec.parse('gutenberg[text]:/x/*.txt')
 
 
+def assert_resumed_exactly(make, expected: list, at: int) -> None:
+  """A pipeline of `make()` serves `at` batches; another, given its state, serves expected[at:] exactly."""
+  first = make()
+  for _ in range(at):
+    first.next_batch()
+  resumed = make()
+  resumed.restore(json.loads(json.dumps(first.state())))
+  for step in range(at, len(expected)):
+    batch = resumed.next_batch()
+    for key in batch:
+      np.testing.assert_array_equal(batch[key], expected[step][key], err_msg=f'step {step} {key}')
+
+
 def test_real_corpora_feed_per_host_shards_that_resume_exactly(wiki_dir, books_dir, tiny_config, builtin_tokenizer):
   """The pipeline's guarantees hold for the new sources: disjoint host shards, held-out tails, exact resume, and
   a held-out MLM set per source."""
@@ -241,15 +254,8 @@ def test_real_corpora_feed_per_host_shards_that_resume_exactly(wiki_dir, books_d
     assert sorted(d for first, stop in ranges for d in range(first, stop)) == list(range(len(source)))
   reference = pipeline.Pipeline(config.data, builtin_tokenizer, host=1, host_count=2, batch_size=8, opened=opened)
   expected = [reference.next_batch() for _ in range(12)]
-  first = pipeline.Pipeline(config.data, builtin_tokenizer, host=1, host_count=2, batch_size=8)
-  for _ in range(5):
-    first.next_batch()
-  resumed = pipeline.Pipeline(config.data, builtin_tokenizer, host=1, host_count=2, batch_size=8)
-  resumed.restore(json.loads(json.dumps(first.state())))
-  for step in range(5, 12):
-    batch = resumed.next_batch()
-    for key in batch:
-      np.testing.assert_array_equal(batch[key], expected[step][key], err_msg=f'step {step} {key}')
+  assert_resumed_exactly(lambda: pipeline.Pipeline(config.data, builtin_tokenizer, host=1, host_count=2, batch_size=8),
+                         expected, at=5)
   held_out = pipeline.held_out_sets(config.data, builtin_tokenizer, config.train.batch_size,
                                     config.train.eval_batches, opened=opened)
   assert sorted(held_out) == ['random', 'sop/gutenberg', 'sop/wikiextractor', 'swap']
