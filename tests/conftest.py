@@ -15,6 +15,11 @@ os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')  # test workers compile
 if 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
   os.environ['JAX_COMPILATION_CACHE_DIR'] = tempfile.mkdtemp(prefix='albert_jax_test_xla_cache_')
   atexit.register(shutil.rmtree, os.environ['JAX_COMPILATION_CACHE_DIR'], ignore_errors=True)
+# File sources keep their corpus index in ~/.cache (data/corpus_index.py) unless told otherwise: the tests' go to a
+# folder of this session's, as their corpora are its own.
+if 'XDG_CACHE_HOME' not in os.environ:
+  os.environ['XDG_CACHE_HOME'] = tempfile.mkdtemp(prefix='albert_jax_test_cache_')
+  atexit.register(shutil.rmtree, os.environ['XDG_CACHE_HOME'], ignore_errors=True)
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
