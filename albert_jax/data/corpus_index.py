@@ -150,20 +150,19 @@ def open_index(name: str, format_, files: list, pattern: str, index_folder: path
       print(f'{name}: {sum(missing):,} of {len(files):,} files ({size / 1e6:,.0f} MB) have no index entry (new, '
             f'changed, or never indexed): indexing them once into {index_folder}'
             + (f', shared by {process_count} processes' if process_count > 1 else ''), flush=True)
-    runs = cut(files, process_count)
-    mine = [i for i in runs[process_index] if missing[i]]
+    numbers = cut(files, process_count)
+    runs = [[keys[i] for i in run] for run in numbers]
+    run_names = [_run_name(number, run) for number, run in enumerate(runs)]
+    mine = [i for i in numbers[process_index] if missing[i]]
     if mine:
-      _build(name, format_, [files[i] for i in mine], [keys[i] for i in mine], index_folder, _run_name(keys, runs,
-                                                                                                  process_index),
-             label)
-    entries = kept.wait([[keys[i] for i in run] for run in runs], [_run_name(keys, runs, b) for b in
-                                                                   range(process_count)], name, process_index)
+      _build(name, format_, [files[i] for i in mine], [keys[i] for i in mine], index_folder,
+             run_names[process_index], label)
+    entries = kept.wait(runs, run_names, name, process_index)
   return Index(index_folder, [entries[key] for key in keys])
 
 
 def _key(info: paths.FileInfo, fixed: str) -> tuple:
-  """What an entry is kept under: the file's name below the glob's fixed folder (the index moves with the corpus's
-  folder), its size and its version."""
+  """What an entry is kept under: the file's name below the glob's fixed folder, its size and its version."""
   return info.name[len(fixed):].lstrip('/'), info.size, info.version
 
 
@@ -176,10 +175,9 @@ def cut(files: list, count: int) -> list:
   return [np.flatnonzero(owner == b).tolist() for b in range(count)]
 
 
-def _run_name(keys: list, runs: list, process: int) -> str:
-  """The name of a run's progress and error files: a hash of its files' keys."""
-  text = json.dumps([keys[i] for i in runs[process]])
-  return f'run-{process}-{hashlib.sha1(text.encode()).hexdigest()[:16]}'
+def _run_name(number: int, keys: list) -> str:
+  """The name of the progress and error files of run `number`, of the files of `keys`: a hash of the keys."""
+  return f'run-{number}-{hashlib.sha1(json.dumps(keys).encode()).hexdigest()[:16]}'
 
 
 def _build(name: str, format_, files: list, keys: list, index_folder: paths.Path, run_name: str, label: str) -> None:

@@ -154,7 +154,10 @@ class FileSource:
 
   def _documents(self, number: int, locations) -> Iterator[list]:
     for paragraphs in self.format.read(paths.path(self.files[number].name), locations, self.skipped):
-      yield paragraphs if self.format.segmented else split_sentences('\n'.join(paragraphs))
+      yield self._sentences(paragraphs)
+
+  def _sentences(self, paragraphs: list) -> list:
+    return paragraphs if self.format.segmented else split_sentences('\n'.join(paragraphs))
 
   def spread(self, seed: int, sentences: Optional[int]) -> Iterator[list]:
     """Documents of about `sentences` sentences (all, if None) spread over the whole source, without reading all
@@ -172,13 +175,15 @@ class FileSource:
                      np.asarray(self.format.index(paths.path(info.name), self.skipped), np.int64).reshape(-1, 2))
       if not len(locations):
         continue
-      documents = list(self._documents(int(number), locations))
+      # The file's documents in one read; only those taken are split into sentences (the costlier part).
+      documents = list(self.format.read(paths.path(info.name), locations, self.skipped))
       taken = 0
       for i in rng.permutation(len(documents)):
         if share is not None and taken >= share:
           break
-        taken += len(documents[i])
-        yield documents[i]
+        sentences_of_document = self._sentences(documents[i])
+        taken += len(sentences_of_document)
+        yield sentences_of_document
 
 
 def tfds_examples(builder, split: str, what: str, feature: Optional[str] = None) -> Iterator:
