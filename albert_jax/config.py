@@ -18,6 +18,11 @@ from albert_jax.model import ModelConfig
 
 def defaults() -> ml_collections.ConfigDict:
   config = ml_collections.ConfigDict()
+  # Continued pretraining: a checkpoint to start from (albert_jax/pretrained.py): a pretraining workdir (its best
+  # checkpoint, or init_step), anything from_pretrained reads (ours, HF, the original TF). The model's shape and
+  # the vocabulary come from it; the optimizer and schedule start afresh. None: random weights.
+  config.init = ml_collections.config_dict.placeholder(str)
+  config.init_step = ml_collections.config_dict.placeholder(int)  # a workdir's checkpoint of this step
   config.model = ml_collections.ConfigDict(dataclasses.asdict(ModelConfig()))
 
   config.data = ml_collections.ConfigDict()
@@ -100,6 +105,7 @@ def finetune_defaults() -> ml_collections.ConfigDict:
   # A pretraining workdir (its best checkpoint by held-out MLM accuracy), anything albert_jax.from_pretrained
   # reads (ours, an HF directory, an original TF checkpoint), or 'none'.
   config.init = 'none'
+  config.init_step = ml_collections.config_dict.placeholder(int)  # a workdir's checkpoint of this step, not its best
   config.model = base.model
   config.task = ml_collections.ConfigDict()
   config.task.name = ''

@@ -10,7 +10,6 @@ best is restored, scored on every dev split, and its predictions written in the 
 the workdir and the task's data may be local or in a bucket (gs://).
 Reads top to bottom like train.py, whose machinery it uses: mesh, compiled steps, checkpoints, progress, metrics.
 """
-import dataclasses
 import json
 
 import flax.linen as nn
@@ -20,14 +19,12 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import checkpoint, interop, metrics, paths, run, sharding
+from albert_jax import checkpoint, interop, metrics, paths, pretrained, run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
-from albert_jax.data import vocab as vocab_lib
-from albert_jax.data.tokenizer import Tokenizer
 from albert_jax.downstream import Task, builtin, glue, heads, lengths, race, squad
 from albert_jax.errors import ConfigError
-from albert_jax.model import RUNTIME_FIELDS, ModelConfig, model_shape
+from albert_jax.model import ModelConfig, model_shape
 from albert_jax.summary import training_flops_per_sequence
 
 
@@ -39,42 +36,6 @@ def make_task(config) -> Task:
   if config.task.name not in TASKS:
     raise ConfigError(f'config.task.name {config.task.name!r} is not a task; known: {", ".join(TASKS)}.')
   return TASKS[config.task.name](config)
-
-
-def load_init(config) -> tuple:
-  """(model config, pretrained params or None, vocabulary path or None, what was loaded) for `config.init`."""
-  init = config.init
-  if init == 'none':
-    return ModelConfig.from_config(config.model), None, None, 'random weights (init none)'
-  loaded, params, description = interop.read(init)
-  return ModelConfig.from_config(loaded.model), params, init_vocabulary(init, loaded), description
-
-
-def init_vocabulary(init: str, loaded: ml_collections.ConfigDict):
-  """The vocabulary that came with `init`: a pretraining run's (the built-in one as that run trained it), our
-  export's data.vocab, or the spiece.model / 30k-clean.model that HF and the original releases ship beside it."""
-  fmt = interop.detect_format(init)
-  if fmt == 'workdir' and loaded.data.vocab == 'builtin':
-    return str(vocab_lib.builtin_vocab_path(loaded.data.tfds_data_dir, loaded.model.vocab_size))
-  if fmt in ('workdir', 'albert_jax'):
-    return loaded.data.vocab
-  path = paths.path(init)
-  return next((str(f) for f in (path / 'spiece.model', path.parent / '30k-clean.model') if f.exists()), None)
-
-
-def load_tokenizer(config, vocab, model_config: ModelConfig) -> Tokenizer:
-  path = config.data.vocab or vocab
-  if path is None:
-    raise ConfigError(f'no vocabulary came with config.init {config.init}: set --config.data.vocab to the '
-                      f'SentencePiece .model it was pretrained with.')
-  # The built-in vocabulary is trained on first use; a size that differs from the model's stops here.
-  return vocab_lib.load_tokenizer(path, model_config.vocab_size, config.data.tfds_data_dir)
-
-
-def place(tree, shardings):
-  """Host numpy arrays (the same on every host) as global arrays with `shardings`."""
-  return jax.tree.map(lambda x, s: jax.make_array_from_callback(x.shape, s, lambda index: np.asarray(x)[index]),
-                      tree, shardings)
 
 
 def train_subset(examples: list, count: int, seed: int, task_name: str) -> list:
@@ -158,9 +119,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   # ---- Config, starting point and workdir: every check before anything expensive.
   paths.check_reachable(config.init, workdir, config.task.data, config.data.vocab, config.data.tfds_data_dir)
   workdir = paths.make_folder(workdir)
-  model_config, pretrained, vocab, init_description = load_init(config)
-  if config.init != 'none':
-    model_config = dataclasses.replace(model_config, **{k: config.model[k] for k in RUNTIME_FIELDS})
+  start = pretrained.load(config)  # the checkpoint's shape, parameters and vocabulary (config.model's for 'none')
+  model_config = start.model
   validate_finetune(config, model_config)
   config = ml_collections.ConfigDict(config.to_dict())  # unlocked copy: the model actually fine-tuned is recorded
   config.model = ml_collections.ConfigDict(model_config.__dict__)
@@ -171,7 +131,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
   platform_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
   host, hosts = jax.process_index(), jax.process_count()
   say = run.host_voice()
-  tokenizer = load_tokenizer(config, vocab, model_config)
+  tokenizer = pretrained.tokenizer(config, start)
   task = make_task(config)
   if host == 0:
     (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2) + '\n')
@@ -193,7 +153,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     split = next((s for s in majority if key == f'{split_prefix(s)}accuracy'), None)
     return [f'majority {majority[split]:.3f}'] if split else []
   say(f'{task.name}: ' + ', '.join(f'{split} {len(examples):,}' for split, (examples, _) in splits.items()) +
-      f' examples; starting from {init_description}')
+      f' examples; starting from {start.description}')
 
   # ---- Model, optimizer, shardings and the compiled train step (train.py's program, with the task's head).
   program = make_program(task, platform_config, config.train, mesh)
@@ -219,11 +179,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
     else:
       first_step = 0
       state = program.new_state(jax.random.key(config.train.seed))
-      if pretrained is not None:
-        params = dict(state['params'])
-        for part in [p for p in interop.BACKBONE if p in params]:  # span heads have no pooler
-          params[part] = place(pretrained[part], program.state_sharding['params'][part])
-        state = {**state, 'params': params}
+      if start.params is not None:  # the encoder's; the task's head is new (span heads have no pooler)
+        state = pretrained.into_state(state, start.params, program.state_sharding, interop.BACKBONE)
 
   score = lambda params, split: task.score(evaluate(program, params, features[split], config.train.eval_batch_size,
                                                     fixed, mesh), splits[split][0], features[split], split,

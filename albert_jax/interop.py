@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import io
 import json
+import warnings
 from typing import Callable, Optional
 
 import flax.linen as nn
@@ -24,7 +25,7 @@ from albert_jax import step as step_lib
 from albert_jax.config import defaults, validate
 from albert_jax.downstream import heads
 from albert_jax.errors import CheckpointError
-from albert_jax.model import LAYER_NORM_EPS, Albert, ModelConfig, abstract_params
+from albert_jax.model import LAYER_NORM_EPS, Albert, ModelConfig, abstract_params, init_params
 
 OURS_CONFIG = 'albert_jax.json'
 OURS_PARAMS = 'params'
@@ -41,6 +42,8 @@ class Entry:
 
 
 BACKBONE = ('embeddings', 'encoder', 'pooler')  # what every model has; the rest is its head
+# Parts a pretraining checkpoint may lack as a whole: read without them (from_pretrained makes them anew).
+OPTIONAL_PARTS = ('pooler', 'sop_head')
 # HF's downstream heads (our path, HF name, HF stores it [out, in]); the models are in downstream/heads.py.
 _CLASSIFIER = [(('classifier', 'kernel'), 'classifier.weight', True), (('classifier', 'bias'), 'classifier.bias', False)]
 _HF_HEADS = {
@@ -184,6 +187,9 @@ def _from_external(tensors: dict, cfg: ModelConfig, entries_fn: Callable, source
   target = _unboxed_shapes(heads.make_model(cfg, head))
   projection = cfg.embedding_size != cfg.hidden_size or cfg.embedding_projection
   entries = entries_fn(cfg.num_groups, cfg.inner_group_num, projection, head and head['architecture'])
+  if head is None:  # a pretraining model without its pooler or SOP head (HF's AlbertForMaskedLM has neither)
+    absent = [part for part in OPTIONAL_PARTS if not any(e.name in tensors for e in entries if e.path[0] == part)]
+    entries = [e for e in entries if e.path[0] not in absent]
   missing = [e.name for e in entries if e.name not in tensors]
   if missing:
     raise CheckpointError(f'{source} lacks {len(missing)} tensors the config implies, e.g. {missing[:3]}; '
@@ -588,4 +594,18 @@ def from_pretrained(path, step: Optional[int] = None) -> tuple:
   downstream model's output holds `logits`, or `start_logits` and `end_logits`, and `config.head` describes its
   head."""
   config, params, _ = read(path, step)
-  return heads.make_model(ModelConfig.from_config(config.model), config.get('head')), params, config
+  model = heads.make_model(ModelConfig.from_config(config.model), config.get('head'))
+  params, fresh = complete(model, params)
+  if fresh:
+    warnings.warn(f'{path} has no {" and no ".join(fresh)}: those parts hold random weights (seed 0).')
+  return model, params, config
+
+
+def complete(model: nn.Module, params: dict, seed: int = 0) -> tuple:
+  """(params with the parts of `model` they lack made from random weights, the names of those parts): a checkpoint
+  without a pooler or SOP head (OPTIONAL_PARTS) still runs whole."""
+  fresh = [part for part in _unboxed_shapes(model) if part not in params]
+  if not fresh:
+    return params, []
+  made = jax.device_get(nn.unbox(init_params(model, jax.random.key(seed))))
+  return {**params, **{part: made[part] for part in fresh}}, fresh

@@ -1,8 +1,10 @@
 """Pretrain ALBERT.
 
   python -m albert_jax.train --config=configs/tiny.py --workdir=/tmp/albert_tiny [--config.train.num_steps=500]
+  python -m albert_jax.train --config=CONFIG --config.init=CHECKPOINT --workdir=DIR     # continued pretraining
 
-The same command resumes: a workdir with checkpoints continues from the newest complete one, data included.
+The same command resumes: a workdir with checkpoints continues from the newest complete one, data included (and a
+continued run's own checkpoints come before its init).
 Reads top to bottom in the order things happen: config and workdir, mesh, data, model and optimizer, state
 (restored or new), compiled steps, the loop (log, evaluate, checkpoint), and a closing report.
 """
@@ -17,11 +19,10 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import blimp, checkpoint, metrics, paths, run, sharding
+from albert_jax import blimp, checkpoint, metrics, paths, pretrained, run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
-from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
 from albert_jax.summary import training_flops_per_sequence
 
@@ -55,10 +56,14 @@ def fill_mask_example(model, params, tokenizer, text: str, word: str) -> str:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
   """Trains (or resumes) the run in `workdir`; returns the final held-out metrics."""
-  # ---- Config and workdir: every check before anything expensive.
-  model_config = validate(config)
-  paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir,
+  # ---- Config, starting point and workdir: every check before anything expensive.
+  validate(config)
+  paths.check_reachable(workdir, config.init, config.data.vocab, config.data.source, config.data.tfds_data_dir,
                         config.data.index_dir, config.train.blimp)
+  # With config.init, continued pretraining: the checkpoint's shape, parameters and vocabulary, contradictions
+  # refused; else random weights of config.model's shape.
+  config, start = pretrained.for_pretraining(config)
+  model_config = validate(config)
   workdir = paths.make_folder(workdir)
   mesh = run.check_workdir_and_make_mesh(workdir, config, devices)
   sharding.check_batch_size(config.train.batch_size, mesh, microbatches=config.train.grad_accum_steps)
@@ -66,7 +71,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   host, hosts = jax.process_index(), jax.process_count()
   say = run.host_voice()
   # A missing or mismatched vocabulary stops here.
-  tokenizer = vocab_lib.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
+  tokenizer = pretrained.tokenizer(config, start)
   if host == 0:
     (workdir / 'config.json').write_text(config.to_json_best_effort(indent=2) + '\n')
     (workdir / 'run.json').write_text(json.dumps({
@@ -104,10 +109,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
     if restored:
       first_step, state, data_state = restored
       train_data.restore(data_state['hosts'][host])
-      say(f'resumed from step {first_step} in {workdir}')
+      say(f'resumed from step {first_step} in {workdir}' +
+          (f' (its own checkpoints come first: config.init {config.init} is not read)' if start.params is not None
+           else ''))
     else:
       first_step = 0
       state = program.new_state(jax.random.key(config.train.seed))
+      if start.params is not None:  # every part the checkpoint has; the optimizer and schedule from step 0
+        state = pretrained.into_state(state, start.params, program.state_sharding, list(start.params))
+        fresh = [part for part in state['params'] if part not in start.params]
+        say(f'starting from {start.description}' +
+            (f' (it has no {" and no ".join(fresh)}: new, from random weights)' if fresh else ''))
 
   def evaluate(params) -> dict:
     result = step_lib.evaluate(program, params, held_out, mesh, config.data.sentence_task)

@@ -24,7 +24,6 @@ Measured, each start in a fresh process:
 Then the paper's corpora extrapolated from these figures, stated as an extrapolation.
 """
 import argparse
-import bz2
 import json
 import os
 import pathlib

@@ -35,7 +35,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
-from albert_jax import cpu_allocator, finetune, interop, paths, stats  # noqa: E402
+from albert_jax import cpu_allocator, finetune, interop, paths, pretrained, stats  # noqa: E402
 from albert_jax.downstream import lengths  # noqa: E402
 from shared import GLUE_TASKS, glue_task_config, tensorboard_scalars  # noqa: E402
 
@@ -159,8 +159,9 @@ def main(argv=None) -> dict:
   root = paths.path(args.workdir)
   # The checkpoint and the features for HF, once: the seed changes only the training settings.
   config = peer_config(args, 0)
-  model_config, params, vocab, _ = finetune.load_init(config)
-  tokenizer = finetune.load_tokenizer(config, vocab, model_config)
+  start = pretrained.load(config)
+  model_config, params = start.model, start.params
+  tokenizer = pretrained.tokenizer(config, start)
   task = finetune.make_task(config)
   features = {split: task.features(examples, tokenizer, split) for split, (examples, _) in task.splits().items()}
   gold, rows = features['dev']['label_ids'], []

@@ -26,7 +26,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / 'bench'))
 
-from albert_jax import finetune, interop, model as model_lib  # noqa: E402
+from albert_jax import finetune, model as model_lib, pretrained  # noqa: E402
 from shared import glue_task_config  # noqa: E402
 
 PENALTIES = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0)
@@ -102,10 +102,10 @@ def main(argv=None) -> dict:
   task = finetune.make_task(config)
   splits = task.splits()
   train_examples = finetune.train_subset(splits['train'][0], args.train_examples, 0, args.task)
-  loaded, params, _ = interop.read(args.init)
-  cfg = model_lib.ModelConfig.from_config(loaded.model)
-  config.init, config.data.tfds_data_dir = args.init, loaded.data.get('tfds_data_dir')  # where a built-in vocab is
-  tokenizer = finetune.load_tokenizer(config, finetune.init_vocabulary(args.init, loaded), cfg)
+  config.init = args.init
+  start = pretrained.load(config)
+  params, cfg = start.params, start.model
+  tokenizer = pretrained.tokenizer(config, start)
   train = task.features(train_examples, tokenizer, 'train')
   dev = task.features(splits['dev'][0], tokenizer, 'dev')
   train_y, dev_y = train['label_ids'].astype(float), dev['label_ids'].astype(float)

@@ -253,6 +253,15 @@ def test_the_vocabulary_samples_a_share_of_files_all_over_without_indexing_the_r
   assert counted == []
 
 
+def test_a_sample_as_large_as_the_corpus_takes_all_of_it(tmp_path):
+  """A large file's share caps it on the first pass; what smaller files could not give comes from it after."""
+  write_corpus(tmp_path / 'corpus', files=9, documents=10)  # 30 sentences each
+  write_corpus(tmp_path / 'corpus', files=1, documents=1000, start=9)  # 3,000 sentences
+  spec = f'lines:{tmp_path}/corpus/*.txt'
+  everything = list(vocab.sentences(spec, limit=3270, index_dir=str(tmp_path / 'index')))
+  assert len(everything) == 3270 == len(set(everything))
+
+
 def test_prepare_and_inspect_on_the_command_line(tmp_path, tiny_config):
   write_corpus(tmp_path / 'corpus', files=6, documents=20)
   prepare = [sys.executable, '-m', 'albert_jax.data.prepare', f'--input=lines:{tmp_path}/corpus/part_*',

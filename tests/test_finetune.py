@@ -17,6 +17,7 @@ import tensorflow_datasets as tfds
 import albert_jax
 
 from albert_jax import checkpoint, finetune, interop, train
+from albert_jax import pretrained as pretrained_lib
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.errors import CheckpointError
 from albert_jax.config import validate_finetune
@@ -50,8 +51,9 @@ def test_init_from_a_pretraining_workdir_takes_its_best_checkpoint(pretrained, t
   scores = {step: mngr.metrics(step)[checkpoint.BEST_METRIC] for step in mngr.all_steps()}
   assert sorted(scores) == [10, 20]  # the held-out MLM accuracy is saved with each evaluated checkpoint
   best = max(scores, key=lambda s: (scores[s], s))
-  model_config, params, vocab, description = finetune.load_init(builtin_config(tiny_config, pretrained))
-  assert f'step {best}' in description and vocab.endswith('vocab-4000.model')
+  start = pretrained_lib.load(builtin_config(tiny_config, pretrained))
+  params = start.params
+  assert f'step {best}' in start.description and start.vocab.endswith('vocab-4000.model')
   state = checkpoint.restore_state(mngr, best, None)
   for part in interop.BACKBONE:
     jax.tree.map(np.testing.assert_array_equal, params[part], jax.device_get(state['params'][part]))

@@ -162,28 +162,35 @@ class FileSource:
   def spread(self, seed: int, sentences: Optional[int]) -> Iterator[list]:
     """Documents of about `sentences` sentences (all, if None) spread over the whole source, without reading all
     of it: its files in a seeded random order, from each a seeded random choice of its documents up to its share
-    (at least SAMPLE_SENTENCES_PER_FILE: a file read for a handful of sentences is mostly wasted reading). A file's
-    documents come from the kept index where it has them, else from indexing that file alone."""
-    rng = np.random.default_rng(seed)
+    (at least SAMPLE_SENTENCES_PER_FILE: a file read for a handful of sentences is mostly wasted reading); where
+    that falls short (files with fewer sentences than their share), a second pass takes the rest of the files that
+    had more. A file's documents come from the kept index where it has them, else from indexing that file alone."""
+    order = np.random.default_rng(seed).permutation(len(self.files))
     share = None if sentences is None else max(-(-sentences // len(self.files)), SAMPLE_SENTENCES_PER_FILE)
     kept = corpus_index.kept_locations(self.index_folder, self.files, self.pattern)
-    for number in rng.permutation(len(self.files)):
-      info = self.files[number]
-      locations = kept(int(number))
-      if locations is None:
-        locations = (np.zeros((0, 2), np.int64) if info.size == 0 else
-                     np.asarray(self.format.index(paths.path(info.name), self.skipped), np.int64).reshape(-1, 2))
-      if not len(locations):
-        continue
-      # The file's documents in one read; only those taken are split into sentences (the costlier part).
-      documents = list(self.format.read(paths.path(info.name), locations, self.skipped))
-      taken = 0
-      for i in rng.permutation(len(documents)):
-        if share is not None and taken >= share:
-          break
-        sentences_of_document = self._sentences(documents[i])
-        taken += len(sentences_of_document)
-        yield sentences_of_document
+    left = {}  # file -> where its documents' order stopped on the first pass, for files with more
+    for first_pass in (True, False):
+      for number in (order if first_pass else [n for n in order if n in left]):
+        documents = self._file_documents(int(number), kept)
+        picks = np.random.default_rng([seed, int(number)]).permutation(len(documents))
+        taken = 0
+        for place in range(0 if first_pass else left[number], len(picks)):
+          if first_pass and share is not None and taken >= share:
+            left[number] = place
+            break
+          # Only the documents taken are split into sentences (the costlier part of reading).
+          document = self._sentences(documents[picks[place]])
+          taken += len(document)
+          yield document
+
+  def _file_documents(self, number: int, kept) -> list:
+    """A file's documents, as its format's paragraphs, in one read."""
+    info = self.files[number]
+    locations = kept(number)
+    if locations is None:
+      locations = (np.zeros((0, 2), np.int64) if info.size == 0 else
+                   np.asarray(self.format.index(paths.path(info.name), self.skipped), np.int64).reshape(-1, 2))
+    return list(self.format.read(paths.path(info.name), locations, self.skipped)) if len(locations) else []
 
 
 def tfds_examples(builder, split: str, what: str, feature: Optional[str] = None) -> Iterator:
