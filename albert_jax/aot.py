@@ -24,7 +24,7 @@ import jax
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import accelerators, metrics, sharding
+from albert_jax import accelerators, metrics, pretrained, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.errors import ConfigError
@@ -395,8 +395,9 @@ def main(argv):
   name = os.path.splitext(os.path.basename(config_flags.get_config_filename(flags.FLAGS['config'])))[0]
   if _FORMAT.value == 'markdown':
     print(markdown_header(_MFU.value, _SMALLEST.value))
+  config, _ = pretrained.for_pretraining(_CONFIG.value)  # a continued run's shape is its config.init's
   for topo in [topology(t) for t in _TOPOLOGY.value.split(',')]:  # every name is checked before any compile
-    out = report(_CONFIG.value, topo, _MFU.value, _LARGEST_BATCH.value, smallest=_SMALLEST.value,
+    out = report(config, topo, _MFU.value, _LARGEST_BATCH.value, smallest=_SMALLEST.value,
                  accumulate=_ACCUMULATE.value)
     print(markdown_row(name, topo, out, _SMALLEST.value) if _FORMAT.value == 'markdown' else out['text'], flush=True)
 

@@ -2,7 +2,7 @@
 
   python -m albert_jax.evaluate --config=configs/tiny.py --workdir=DIR --config.data.sentence_task=nsp
 
-Give the config (and overrides) the run was trained with; override only data fields (the sentence task, the
+Give the config (and overrides, config.init included) the run was trained with; override only data fields (the sentence task, the
 source, the eval batches). Paper Table 6 evaluates a model trained with one sentence task on another this way.
 Prints the metrics and writes them to DIR/eval-<sentence_task>.json.
 """
@@ -12,7 +12,7 @@ import jax
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import checkpoint, paths, sharding
+from albert_jax import checkpoint, paths, pretrained, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -21,8 +21,10 @@ from albert_jax.errors import ConfigError
 
 
 def evaluate_run(config, workdir, devices=None) -> dict:
+  validate(config)
+  paths.check_reachable(workdir, config.init, config.data.vocab, config.data.source, config.data.tfds_data_dir)
+  config, _ = pretrained.for_pretraining(config)  # a continued run's model and vocabulary are its init's
   model_config = validate(config)
-  paths.check_reachable(workdir, config.data.vocab, config.data.source, config.data.tfds_data_dir)
   workdir = paths.path(workdir)
   checkpoint.check_workdir(workdir, config)  # the same model as the checkpoint's
   mesh = sharding.make_mesh(config.mesh, devices)
