@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from albert_jax import train
+from albert_jax import interop, train
 from conftest import ROOT, import_bench
 from test_train import small
 
@@ -170,7 +170,7 @@ def test_the_probes_logistic_regression_is_newtons_solution_dense_or_sparse(prob
 
 def test_the_probe_reads_real_tokens_only_and_scores_every_init_on_real_sst2(probe, pretrained_and_glue, capsys):
   pretrained, glue = pretrained_and_glue
-  loaded, params, _ = probe.interop.read(str(pretrained))
+  loaded, params, _ = interop.read(str(pretrained))
   model = probe.model_lib.Albert(probe.model_lib.ModelConfig.from_config(loaded.model))
   # Two sentences padded to 16: their features equal those of each one alone at its own length (no padding).
   ids = np.array([[2, 40, 41, 42, 3] + [0] * 11, [2, 50, 51, 52, 53, 54, 55, 3] + [0] * 8], np.int32)
