@@ -47,15 +47,40 @@ def shown() -> list:
   return [(doc.relative_to(ROOT), what, args) for doc in DOCS for what, args in commands(doc.read_text())]
 
 
-def test_every_relative_link_and_image_resolves():
+def anchors(doc) -> set:
+  """The anchors GitHub gives a page's headings: lowercased, punctuation but - and _ dropped, spaces to -, a
+  repeated one suffixed -1, -2, ... (headings inside fenced code are not headings)."""
+  seen, found = {}, set()
+  for heading in re.findall(r'^#{1,6} (.+)$', re.sub(r'```.*?```', '', doc.read_text(), flags=re.S), re.M):
+    slug = re.sub(r'[^\w\- ]', '', heading.strip().lower().replace('`', '')).replace(' ', '-')
+    found.add(slug if slug not in seen else f'{slug}-{seen[slug]}')
+    seen[slug] = seen.get(slug, 0) + 1
+  return found
+
+
+def test_every_relative_link_image_and_anchor_resolves():
   broken = []
   for doc in DOCS:
     for target in re.findall(r'\]\(([^)\s]+)\)', doc.read_text()):
-      if re.match(r'[a-z]+:', target) or target.startswith('#'):
-        continue  # a web address or an anchor on the same page
-      if not (doc.parent / target.split('#')[0]).exists():
+      if re.match(r'[a-z]+:', target):
+        continue  # a web address
+      page, _, anchor = target.partition('#')
+      linked = doc.parent / page if page else doc
+      if not linked.exists() or (anchor and linked.suffix == '.md' and anchor not in anchors(linked)):
         broken.append(f'{doc.relative_to(ROOT)}: {target}')
   assert not broken
+
+
+def test_the_readme_is_a_router_and_pages_stay_readable():
+  readme = (ROOT / 'README.md').read_text()
+  assert len(readme.split()) <= 800  # a status line, the quickstart, a route per journey, the headline results
+  prose = re.sub(r'```.*?```', '', readme, flags=re.S)
+  assert [line for line in prose.splitlines() if len(line) > 160 and not line.startswith('|')] == []
+  assert [f'{d.relative_to(ROOT)}: {d.stat().st_size}' for d in DOCS if d.stat().st_size > 20_000] == []
+  # Two commands: the main job and the tests.
+  quickstart = re.search(r'## Quickstart\n.*?```bash\n(.*?)```', readme, re.S).group(1)
+  assert [line.split('&& ')[-1].split()[2] for line in quickstart.strip().splitlines()] == ['albert_jax.train',
+                                                                                          'pytest']
 
 
 def test_every_config_file_named_exists():

@@ -57,7 +57,7 @@ def test_real_text_table6_fine_tunes_on_the_shared_glue_folders():
     flag_values(argv)
     config = flag_values.config
     assert not config.task.test_predictions and config.train.num_steps > config.train.warmup_steps
-    # The absolute GLUE folder is the one docs/what_pretraining_buys.md uses, holding this task's train and dev files.
+    # The absolute GLUE folder is the one docs/downstream_results.md uses, holding this task's train and dev files.
     folder = pathlib.Path(config.task.data) / {'sst2': 'SST-2', 'mrpc': 'MRPC'}[config.task.name]
     assert folder.samefile(REPO.parent / 'shared' / 'data' / 'glue' / folder.name)
     assert (folder / 'train.tsv').is_file() and (folder / 'dev.tsv').is_file()

@@ -6,7 +6,7 @@
 The argument after the colon names the task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli); its own config
 in this folder gives the task and the original's batch, and this one replaces what the original tuned for
 ALBERT-base on a TPU with what the downstream bench chose for the recipe's small model on a CPU
-(docs/what_pretraining_buys.md): a larger learning rate, sequences no longer than the recipe pretrained on, fewer
+(docs/downstream_results.md): a larger learning rate, sequences no longer than the recipe pretrained on, fewer
 steps.
 task.data defaults to the GLUE sample next to the repository (../shared/data/glue, SST-2 and MRPC); point it at your
 GLUE download (the folder holding RTE/, CoLA/, ...) for the others.
@@ -23,7 +23,7 @@ GLUE_TASKS = ('cola', 'sst2', 'mrpc', 'stsb', 'qqp', 'mnli', 'qnli', 'rte', 'wnl
 # (MRPC: at most 117) get the 128 the recipe pretrained on.
 SINGLE_SENTENCE = ('cola', 'sst2')
 # The downstream bench's choice for the recipe's checkpoint on SST-2: the best cell of its grid, 1e-4 / 3e-4 / 1e-3
-# times 1,000 / 3,000 steps (docs/what_pretraining_buys.md). On MRPC its grid's best, 3e-4 for 500 steps, was
+# times 1,000 / 3,000 steps (docs/downstream_results.md). On MRPC its grid's best, 3e-4 for 500 steps, was
 # within noise of 1e-4 (0.6912 against 0.6887 dev accuracy) and neither beat always answering "paraphrase", so
 # one setting serves every task.
 LEARNING_RATE = 1e-4

@@ -4,7 +4,7 @@ held-out swap and random pairs of Wikipedia and books and fine-tuned on real GLU
 Each run is the whole recipe (configs/wiki_books_cpu_hour.py: 3,000 steps, about 55 minutes on a 2-core CPU) with
 only the sentence task changed; the SOP run is the recipe itself, so its workdir may be a copy of the recipe's.
 Fine-tuning is configs/finetune/wiki_books_cpu_hour.py's (the settings the downstream bench chose for the recipe's
-checkpoint, docs/what_pretraining_buys.md), three seeds per task, on the GLUE sample next to the repository: one
+checkpoint, docs/downstream_results.md), three seeds per task, on the GLUE sample next to the repository: one
 fine-tuning run's dev score moves by about 0.013 (SST-2) and 0.023 (MRPC) from seed to seed, as much as the
 differences between the arms.
 
