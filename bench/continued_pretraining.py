@@ -3,11 +3,12 @@ held-out MLM accuracy over the steps of both, and BLiMP (general English grammar
 
   python bench/continued_pretraining.py --init=/tmp/albert_wiki_books/run --workdir=/tmp/albert_continued \\
       [--config=configs/wiki_books_cpu_hour.py] [--source=builtin] [--steps=600] [--eval_every=50] \\
-      [--blimp=../shared/data/blimp] [--blimp_pairs=200] [--plot=docs/continued_pretraining.png]
+      [--blimp=../shared/data/blimp] [--blimp_pairs=200] [--plot=docs/continued_pretraining.png] \\
+      [-- --config.x.y=VALUE ...]
 
 Two runs of --config on --source, the same steps, schedule, batches and held-out documents (10% of them): one from
 --init (config.init: its shape, weights and vocabulary), one from random weights of that shape with the same
-vocabulary. Then: where each starts and ends on the domain, the step at which the run from scratch first reaches
+vocabulary; overrides after `--` reach both. Then: where each starts and ends on the domain, the step at which the run from scratch first reaches
 the continued run's starting accuracy (if it does), the two curves in one figure, and BLiMP's pairs scored on the
 checkpoint before and on the continued run after (the difference with its paired standard error, overall and
 per phenomenon: what is kept and what is forgotten), and on the run from scratch. A finished run is read back.
@@ -38,7 +39,7 @@ def train(args, arm: str) -> str:
           f'--config.data.vocab={vocab}', f'--config.train.num_steps={args.steps}',
           f'--config.train.warmup_steps={args.steps // 10}', f'--config.train.eval_every={args.eval_every}',
           f'--config.train.checkpoint_every={args.steps}', '--config.train.blimp=',
-          '--config.train.fill_mask_text=', '--config.train.fill_mask_word=']
+          '--config.train.fill_mask_text=', '--config.train.fill_mask_word=', *args.overrides]
   if arm == 'continued':
     argv.append(f'--config.init={args.init}')
   print(f'{arm}: {" ".join(argv[3:])}', flush=True)
@@ -64,7 +65,7 @@ def blimp_of(args, checkpoint: str, name: str) -> dict:
     return json.load(f)
 
 
-def main():
+def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--init', required=True, help='the checkpoint continued (a pretraining workdir, ...)')
   parser.add_argument('--workdir', required=True)
@@ -75,7 +76,10 @@ def main():
   parser.add_argument('--blimp', help='the folder of BLiMP\'s files (none: no BLiMP)')
   parser.add_argument('--blimp_pairs', type=int, default=None, help='pairs of each paradigm (default: all)')
   parser.add_argument('--plot', help='write the two curves here (PNG)')
-  args = parser.parse_args()
+  argv = sys.argv[1:] if argv is None else argv
+  split = argv.index('--') if '--' in argv else len(argv)
+  args = parser.parse_args(argv[:split])
+  args.overrides = argv[split + 1:]  # --config.x.y=VALUE for both runs
   os.makedirs(args.workdir, exist_ok=True)
   runs = {arm: train(args, arm) for arm in ('continued', 'scratch')}
   curves = {arm: curve(workdir) for arm, workdir in runs.items()}
@@ -119,6 +123,7 @@ def main():
           f'({overall["paired_se"]:.3f}) |')
   with open(os.path.join(args.workdir, 'report.json'), 'w') as f:
     json.dump(report, f, indent=1)
+  return report
 
 
 if __name__ == '__main__':
