@@ -1,5 +1,6 @@
-"""The three journeys the README routes to (docs/laptop.md, docs/from_a_checkpoint.md, docs/your_corpus_on_a_pod.md),
-run as the pages show them: each page's command block is read from the page itself and run in order, with only
+"""The journeys the README routes to (docs/laptop.md, docs/from_a_checkpoint.md, docs/your_corpus_on_a_pod.md, and
+the paper's tables from the README itself), run as shown: each page's command block is read from the page and run
+in order, with only
 what cannot exist here replaced (the network: pip, git clone and HF's hub; the pod: gcloud, by the recording
 stand-in of test_launch.py; Cloud Storage: the GCS server on 127.0.0.1) and each run shrunk by overrides appended
 after the page's own (fewer steps, shorter sequences). A command added to a page, or one whose flags no longer
@@ -33,9 +34,12 @@ FINETUNE_SMALL = ['--config.train.batch_size=8', '--config.train.num_steps=8', '
                   '--config.train.eval_batch_size=64', '--config.task.max_seq_length=64']
 
 
-def command_block(page: str, block: int = 0) -> list:
-  """The page's `block`-th bash block as argv lists, one per command (continuation lines joined)."""
-  code = re.findall(r'```bash\n(.*?)```', (ROOT / 'docs' / page).read_text(), re.S)[block]
+def command_block(page: str, block: int = 0, under: str = '') -> list:
+  """The `block`-th bash block of docs/PAGE (after the heading `under`, if given) as argv lists, one per command
+  (continuation lines joined)."""
+  text = (ROOT / 'docs' / page).read_text()
+  text = text[text.index(under):] if under else text
+  code = re.findall(r'```bash\n(.*?)```', text, re.S)[block]
   return [shlex.split(line) for line in code.replace('\\\n', ' ').splitlines() if line.strip()]
 
 
@@ -231,3 +235,20 @@ def test_your_corpus_on_a_pod(tmp_path, bucket, builtin_tokenizer):
   run(substitute(on_the_worker[1], here), *FINETUNE_SMALL, f'--config.task.data={glue}')
   result = json.loads(paths.path(f'{bucket}/runs/base_sst2/result.json').read_text())
   assert result['eval_accuracy_count'] == 40
+
+
+def test_reproduce_the_papers_tables(tmp_path, tiny_config):
+  [table4] = command_block('../README.md', under="## Reproduce the paper's tables")
+  assert tool(table4) == 'launch.sweep' and '--sweep=configs/sweeps/table4_embedding.py' in table4
+  here = {'/tmp/': f'{tmp_path}/'}
+  shrink = ['--config.data.max_seq_length=64', '--config.train.batch_size=8', '--config.train.num_steps=4',
+            '--config.train.warmup_steps=1', '--config.train.eval_every=4', '--config.train.checkpoint_every=4',
+            '--config.train.eval_batches=1', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}']
+  out = run(substitute(table4, here), *shrink)
+  assert out.count('python -m albert_jax.train') == 4  # E 8, 16, 32 and 64, one after another
+  run(substitute(table4, here), '--report')  # as docs/sweeps.md shows: the table and the plot of what finished
+  report = (tmp_path / 'table4' / 'report.md').read_text()
+  rows = [line for line in report.splitlines() if line.startswith('| embedding_size=')]
+  assert [row.split(' | ')[0] for row in rows] == [f'| embedding_size={e}' for e in (8, 16, 32, 64)]
+  assert '79.8' in rows[0] and '80.1' in rows[1]  # the paper's Avg beside ours
+  assert (tmp_path / 'table4' / 'report.png').read_bytes()[:4] == b'\x89PNG'
