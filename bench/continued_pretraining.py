@@ -9,8 +9,10 @@ held-out MLM accuracy over the steps of both, and BLiMP (general English grammar
 Two runs of --config on --source, the same steps, schedule, batches and held-out documents (10% of them): one from
 --init (config.init: its shape, weights and vocabulary), one from random weights of that shape with the same
 vocabulary; overrides after `--` reach both. Then: where each starts and ends on the domain, the step at which the run from scratch first reaches
-the continued run's starting accuracy (if it does), the two curves in one figure, and BLiMP's pairs scored on the
-checkpoint before and on the continued run after (the difference with its paired standard error, overall and
+the continued run's starting accuracy (if it does), the two curves in one figure; what the continued run kept of
+the checkpoint's own data (where --init is a pretraining workdir: its held-out MLM accuracy there, by
+albert_jax.evaluate on the same held-out documents, against the checkpoint's own last evaluation); and BLiMP's
+pairs scored on the checkpoint before and on the continued run after (the difference with its paired standard error, overall and
 per phenomenon: what is kept and what is forgotten), and on the run from scratch. A finished run is read back.
 """
 import argparse
@@ -52,6 +54,28 @@ def curve(workdir: str) -> list:
   """[(step, held-out MLM accuracy)] of a run."""
   _, series = tensorboard_scalars(workdir)
   return sorted({step: value for _, step, value in series['eval_mlm_accuracy']}.items())
+
+
+def on_the_checkpoints_data(args, continued: str):
+  """{'before': the checkpoint's held-out MLM figures on its own data at its last evaluation, 'after': the
+  continued run's on the same held-out documents}, or None where --init is not a pretraining workdir (its data are
+  not known here)."""
+  recorded = paths.path(args.init) / 'config.json'
+  if not recorded.exists():
+    return None
+  data = json.loads(recorded.read_text())['data']
+  output = paths.path(continued) / 'eval-sop.json'
+  if not output.exists():  # albert_jax.evaluate writes it
+    subprocess.run([sys.executable, '-m', 'albert_jax.evaluate', f'--config={args.config}', f'--workdir={continued}',
+                    f'--config.init={args.init}', f'--config.data.source={data["source"]}',
+                    f'--config.data.eval_fraction={data["eval_fraction"]}', f'--config.data.vocab={data["vocab"]}',
+                    '--config.data.sentence_task=sop', *args.overrides], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+  after = json.loads(output.read_text())
+  _, series = tensorboard_scalars(args.init)
+  tags = [tag for tag in series if tag.startswith('eval_') and tag.endswith(('mlm_accuracy', 'mlm_count'))]
+  before = {tag: max(series[tag], key=lambda point: point[1])[2] for tag in tags}
+  return {'before': before, 'after': {tag: after[tag] for tag in tags if tag in after}}
 
 
 def blimp_of(args, checkpoint: str, name: str) -> dict:
@@ -105,6 +129,12 @@ def main(argv=None):
     figure.tight_layout()
     figure.savefig(args.plot, dpi=110)
     print(f'wrote {args.plot}')
+  own = on_the_checkpoints_data(args, runs['continued'])
+  if own:
+    report['on_the_checkpoints_data'] = own
+    print(f'\nheld-out MLM accuracy on the checkpoint\'s own data ({own["before"]["eval_mlm_count"]:,.0f} masked '
+          f'pieces): before {own["before"]["eval_mlm_accuracy"]:.4f}, after continuing '
+          f'{own["after"]["eval_mlm_accuracy"]:.4f}')
   if args.blimp:
     before = blimp_of(args, args.init, 'before')
     after = blimp_of(args, runs['continued'], 'continued')

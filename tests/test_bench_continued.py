@@ -52,6 +52,15 @@ def test_continued_against_scratch_on_a_new_domain(tiny_config, builtin_tokenize
   assert report['scratch_reaches_the_continued_start_at'] == (caught[0] if caught else None)
   assert (tmp_path / 'curves.png').read_bytes()[:4] == b'\x89PNG'
 
+  # What it kept of the checkpoint's own data: the same held-out documents (the built-in corpus, the source's
+  # held-out share), before as the source's own last evaluation recorded them, after as albert_jax.evaluate found.
+  own = report['on_the_checkpoints_data']
+  recorded = read_scalars(source)
+  assert own['before']['eval_mlm_accuracy'] == pytest.approx(recorded['eval_mlm_accuracy'][6])
+  assert own['before']['eval_mlm_count'] == own['after']['eval_mlm_count'] == recorded['eval_mlm_count'][6]
+  evaluated = json.loads((arms['continued'] / 'eval-sop.json').read_text())
+  assert evaluated['step'] == 4 and own['after']['eval_mlm_accuracy'] == evaluated['eval_mlm_accuracy']
+
   # BLiMP: the continued run against the checkpoint it began from, pair by pair (6 of each of two paradigms).
   before, after = (json.loads((tmp_path / 'bench' / f'blimp-{name}.json').read_text()) for name in ('before',
                                                                                                    'continued'))
