@@ -8,12 +8,13 @@ held-out MLM accuracy over the steps of both, and BLiMP (general English grammar
 
 Two runs of --config on --source, the same steps, schedule, batches and held-out documents (10% of them): one from
 --init (config.init: its shape, weights and vocabulary), one from random weights of that shape with the same
-vocabulary; overrides after `--` reach both. Then: where each starts and ends on the domain, the step at which the run from scratch first reaches
-the continued run's starting accuracy (if it does), the two curves in one figure; what the continued run kept of
-the checkpoint's own data (where --init is a pretraining workdir: its held-out MLM accuracy there, by
-albert_jax.evaluate on the same held-out documents, against the checkpoint's own last evaluation); and BLiMP's
-pairs scored on the checkpoint before and on the continued run after (the difference with its paired standard error, overall and
-per phenomenon: what is kept and what is forgotten), and on the run from scratch. A finished run is read back.
+vocabulary; overrides after `--` reach both. Then: where each starts and ends on the domain, the step at which the
+run from scratch first reaches the continued run's starting accuracy (if it does), the two curves in one figure;
+what the continued run kept of the checkpoint's own data (where --init is a pretraining workdir: its held-out MLM
+accuracy there, by albert_jax.evaluate on the same held-out documents, against the checkpoint's own last
+evaluation); and BLiMP's pairs scored on the checkpoint before and on the continued run after (the difference with
+its paired standard error, overall and per phenomenon: what is kept and what is forgotten), and on the run from
+scratch. A finished run is read back.
 """
 import argparse
 import json

@@ -1,6 +1,7 @@
-"""README.md, launch/README.md and docs/ cannot rot silently: every relative link and image resolves, every config file named exists,
-and every command shown parses: its module's or script's --help exits 0, each flag it passes is one that --help
-lists, and each --config.x.y override names a field of the config it names."""
+"""README.md, launch/README.md and docs/ cannot rot silently: every relative link, image and anchor resolves, every
+config file named exists, and every command shown parses: its module's or script's --help exits 0, each flag it
+passes is one that --help lists, and each --config.x.y override names a field of the config it names. The README
+stays a router: short, two quickstart commands, no line wider than a screen; no page over 20 kB."""
 import concurrent.futures
 import importlib.util
 import re

@@ -1,10 +1,9 @@
 """The journeys the README routes to (docs/laptop.md, docs/from_a_checkpoint.md, docs/your_corpus_on_a_pod.md, and
 the paper's tables from the README itself), run as shown: each page's command block is read from the page and run
-in order, with only
-what cannot exist here replaced (the network: pip, git clone and HF's hub; the pod: gcloud, by the recording
-stand-in of test_launch.py; Cloud Storage: the GCS server on 127.0.0.1) and each run shrunk by overrides appended
-after the page's own (fewer steps, shorter sequences). A command added to a page, or one whose flags no longer
-work, fails here."""
+in order, with only what cannot exist here replaced (the network: pip, git clone and HF's hub; the pod: gcloud, by
+the recording stand-in of test_launch.py; Cloud Storage: the GCS server on 127.0.0.1) and each run shrunk by
+overrides appended after the page's own (fewer steps, shorter sequences). A command added to a page, or one whose
+flags no longer work, fails here."""
 import json
 import os
 import pathlib
@@ -67,6 +66,10 @@ def run(argv: list, *extra, cwd=ROOT, env=None) -> str:
   return result.stdout + result.stderr
 
 
+def workdir_of(argv: list) -> pathlib.Path:
+  return pathlib.Path(next(a.split('=', 1)[1] for a in argv if a.startswith('--workdir=')))
+
+
 def sst2_slice(folder):
   """The real SST-2 files' header and first rows, as the GLUE download's folder holds them; its test split (which
   the shared copy lacks) made of dev sentences, unlabelled and numbered, as GLUE's test.tsv is."""
@@ -87,7 +90,7 @@ def test_on_a_laptop(tmp_path, tiny_config):
   install, pretrain, finetune, control, export, clone, blimp = commands
   assert install == ['pip', 'install', '-e', '.']  # what the quickstart's environment already did
   assert clone[:3] == ['git', 'clone', 'https://github.com/alexwarstadt/blimp']
-  # BLiMP's checkout, without the network: three of the paradigms, as data/ holds them, and the published scores.
+  # BLiMP's checkout, without the network: three of its paradigms' files, as its data/ folder holds them.
   blimp_data = tmp_path / 'blimp' / 'data'
   blimp_data.mkdir(parents=True)
   for name in ('adjunct_island.jsonl', 'anaphor_gender_agreement.jsonl', 'causative.jsonl'):
@@ -119,8 +122,6 @@ def test_on_a_laptop(tmp_path, tiny_config):
   assert '12 pairs' in out  # 4 of each of the three paradigms
 
 
-def workdir_of(argv: list) -> pathlib.Path:
-  return pathlib.Path(next(a.split('=', 1)[1] for a in argv if a.startswith('--workdir=')))
 def wikipedia_documents(count: int) -> list:
   """The first `count` articles of the shared WikiExtractor sample, as text (title line dropped)."""
   text = (SHARED_DATA / 'corpora' / 'wikipedia' / 'AA' / 'wiki_00').read_text()
@@ -137,7 +138,8 @@ def test_from_a_released_checkpoint(tmp_path, builtin_tokenizer):
   assert install == ['pip', 'install', '-e', '.[hf]']
   # HF's hub, without the network: an AlbertForMaskedLM folder as snapshot_download leaves it (config.json,
   # model.safetensors, spiece.model), of a small shape and the built-in vocabulary.
-  assert download[1] == '-c' and "snapshot_download('albert/albert-base-v2', local_dir='/tmp/albert-base-v2')" in download[2]
+  assert download[1] == '-c'
+  assert "snapshot_download('albert/albert-base-v2', local_dir='/tmp/albert-base-v2')" in download[2]
   released = tmp_path / 'albert-base-v2'
   transformers.AlbertForMaskedLM(transformers.AlbertConfig(
       vocab_size=builtin_tokenizer.vocab_size, embedding_size=16, hidden_size=32, num_hidden_layers=2,
@@ -164,7 +166,7 @@ def test_from_a_released_checkpoint(tmp_path, builtin_tokenizer):
   assert result['eval_accuracy_count'] == 40  # the slice's dev rows
 
 
-def test_your_corpus_on_a_pod(tmp_path, bucket, builtin_tokenizer):
+def test_your_corpus_on_a_pod(tmp_path, bucket):
   commands, on_the_worker = command_block('your_corpus_on_a_pod.md', 0), command_block('your_corpus_on_a_pod.md', 1)
   assert [tool(c) for c in commands] == [
       'albert_jax.data.vocab', 'albert_jax.data.prepare', 'albert_jax.data.inspect', 'albert_jax.aot',
