@@ -110,8 +110,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       first_step, state, data_state = restored
       train_data.restore(data_state['hosts'][host])
       say(f'resumed from step {first_step} in {workdir}' +
-          (f' (its own checkpoints come first: config.init {config.init} is not read)' if start.params is not None
-           else ''))
+          (f' (its own checkpoints come first: the weights of config.init {config.init} are not used)'
+           if start.params is not None else ''))
     else:
       first_step = 0
       state = program.new_state(jax.random.key(config.train.seed))

@@ -164,7 +164,7 @@ def test_a_continued_run_killed_resumes_exactly_from_its_own_checkpoints(source,
   resumed = run_cli(tiny_config, tmp_path / 'killed', init, '--config.train.num_steps=20')
   out, err = resumed.communicate(timeout=600)
   assert resumed.returncode == 0, err[-3000:]
-  assert f'resumed from step 10 in {tmp_path / "killed"} (its own checkpoints come first: config.init' in out
+  assert f'resumed from step 10 in {tmp_path / "killed"} (its own checkpoints come first: the weights of config.init' in out
   np.testing.assert_array_equal(losses(tmp_path / 'killed', range(1, 21)), losses(tmp_path / 'unbroken', range(1, 21)))
 
 
