@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from unittest import mock
 
 import jax
@@ -172,7 +173,7 @@ def test_batch_named_per_config_and_length(bench):
     bench.batch_spec('base:x')
 
 
-@pytest.mark.parametrize('lease', ['speed', 'tuning'])
+@pytest.mark.parametrize('lease', ['speed', 'tuning', 'table3'])
 def test_gpu_lease_smoke_writes_what_comes_back(lease, tmp_path):
   """bench/gpu_lease.sh, the one command a lent GPU runs, at tiny shapes on the CPU: it exits 0, and what it leaves
   under $OUT is what the device tool brings back (at most 8 files, no deeper than two folders)."""
@@ -190,6 +191,22 @@ def test_gpu_lease_smoke_writes_what_comes_back(lease, tmp_path):
     results = {v: json.loads((tmp_path / v / 'accelerator.json').read_text()) for v in ('baseline', 'rolled')}
     assert results['rolled']['rows'][0]['scan_unroll'] == 1 and results['rolled']['scan_unroll'] == 1
     assert 'xla_dump_to' in results['baseline']['xla_flags']
+    return
+  if lease == 'table3':
+    assert set(files) == {'environment.txt', 'lease.log', 'resume.json', 'resume_logs.tgz', 'table3/accelerator.json',
+                          'table3/accelerator.md'}
+    resume = json.loads((tmp_path / 'resume.json').read_text())
+    assert all(resume['checks'].values()), resume['checks']
+    assert 20 <= resume['stopped_at'] == resume['resumed_from'] < 60 and resume['loss']['compared'] == 60
+    with tarfile.open(tmp_path / 'resume_logs.tgz') as archive:
+      assert sorted(archive.getnames()) == ['./continued.log', './resumed.log', './stopped.log', './unbroken.log']
+    # The speedup column: each config's sequences/s over the reference's (tiny_bert, measured first), both sides.
+    result = json.loads((tmp_path / 'table3' / 'accelerator.json').read_text())
+    rate = {r['config']: (r['ours']['examples_per_s'], r['hf']['examples_per_s']) for r in result['rows']}
+    assert [r['config'] for r in result['rows']] == ['tiny_bert', 'tiny_albert_deep', 'tiny_albert']
+    for name, entry in result['speedup']['configs'].items():
+      assert entry['ours']['xla'] == pytest.approx(rate[name][0] / rate['tiny_bert'][0])
+      assert entry['hf'] == pytest.approx(rate[name][1] / rate['tiny_bert'][1])
     return
   result = json.loads((tmp_path / 'accelerator.json').read_text())
   rows = {(r['config'], r['seq_len']): r for r in result['rows']}
@@ -212,7 +229,6 @@ def test_gpu_pretrain_lease_smoke_trains_fine_tunes_both_arms_and_scores_blimp(b
   """bench/gpu_lease.sh pack, then pretrain, at tiny shapes on the CPU: the packed data fit what a call carries,
   and the lease pretrains on the shared Wikipedia and books, fine-tunes its checkpoint and random weights on real
   SST-2, and scores the packed BLiMP paradigms whole, all inside results.tgz."""
-  import tarfile
   packed, out = tmp_path / 'lease', tmp_path / 'out'
   env = {**os.environ, 'LEASE_DATA': str(packed), 'OUT': str(out), 'PYTHON': sys.executable,
          'VOCAB': builtin_tokenizer.path}
