@@ -5,15 +5,16 @@ and a run continued from the unbroken run's last checkpoint, which must start wh
 
 Every run is `python -m albert_jax.train --config=configs/tiny.py` on the built-in corpus (nothing to carry to a lent
 machine), on an accelerator widened to a shape that uses it (H 256, 4 heads, bfloat16, sequences of 128, batches of
-64, four processes making them) and long enough for the signal to land mid-run (2,000 steps; --smoke: configs/tiny.py's shape, 60 steps, on
-the CPU). Four processes, two at a time: the unbroken run beside the one stopped by SIGTERM once its first
+64, four processes making them) and long enough for the signal to land mid-run (2,000 steps; --smoke:
+configs/tiny.py's shape, 60 steps, on the CPU). Four processes, two at a time: the unbroken run beside the one stopped by SIGTERM once its first
 checkpoint is committed; then that one resumed, beside a run continued (config.init) from the unbroken run's last
 checkpoint. Checked: the resumed run's loss at every step and its held-out figures at the end equal the unbroken
 run's; the continued run's step-0 held-out figures equal the unbroken run's last.
 
-XLA:GPU adds some gradients (the embeddings' scatter) with atomics, in an order that differs from run to run, so on
-a GPU every run gets XLA's flag for deterministic ops, the first this jaxlib accepts (an unknown XLA flag kills the
-process: each is tried first); the record says which, or none, and the differences are reported as measured.
+XLA:GPU adds some gradients (the embeddings' scatter) with atomics, in an order that differs from run to run, and
+autotunes its GEMMs in each process anew, so on a GPU every run gets XLA's flags for deterministic ops and no
+autotuning, or the first of the fallbacks this jaxlib accepts (an unknown XLA flag kills the process: each is tried
+first); the record says which, or none, and the differences are reported as measured.
 
 Writes resume.json (every figure, the verdicts, the device and versions) and the four runs' consoles under --out;
 exits 1 where a check fails.
@@ -30,7 +31,9 @@ import time
 from shared import tensorboard_scalars
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DETERMINISTIC_FLAGS = ('--xla_gpu_deterministic_ops=true', '--xla_gpu_exclude_nondeterministic_ops=true')
+# Autotuning left on, two processes may pick different GEMM algorithms, and so different roundings.
+DETERMINISTIC_FLAGS = ('--xla_gpu_deterministic_ops=true --xla_gpu_autotune_level=0',
+                       '--xla_gpu_deterministic_ops=true', '--xla_gpu_exclude_nondeterministic_ops=true')
 PROBE = ('import sys, jax, flax, optax, orbax.checkpoint as ocp; print(jax.default_backend(), '
          'jax.devices()[0].device_kind, sys.version.split()[0], jax.__version__, flax.__version__, optax.__version__, '
          'ocp.__version__, sep="|")')
@@ -112,6 +115,8 @@ def main(argv=None):
   args.env = {**os.environ, 'XLA_PYTHON_CLIENT_PREALLOCATE': 'false', 'XLA_PYTHON_CLIENT_MEM_FRACTION': '0.45',
               **({'JAX_PLATFORMS': 'cpu'} if args.smoke else {})}
   found = probe(args.env)
+  if not found:
+    raise SystemExit('resume_on_device: JAX does not start here; `python -c "import jax; jax.devices()"` says why')
   deterministic = None
   if found and found[0] == 'gpu':
     for flag in DETERMINISTIC_FLAGS:
