@@ -142,6 +142,12 @@ def _set_aside(mngr: ocp.CheckpointManager, step: int) -> paths.Path:
   return aside
 
 
+def has_steps(workdir) -> bool:
+  """Whether `workdir` holds checkpoints (a folder per step; one not committed yet counts too)."""
+  folder = paths.path(workdir) / 'checkpoints'
+  return folder.is_dir() and any(p.name.isdigit() for p in folder.iterdir())
+
+
 def check_workdir(workdir: paths.Path, config) -> None:
   """A workdir holds one run: refuse to resume it with a different model."""
   saved = workdir / 'config.json'

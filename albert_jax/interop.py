@@ -359,6 +359,21 @@ def load_hf(directory) -> tuple:
   """(model config, params, head or None) of an HF ALBERT directory: AlbertForPreTraining (or AlbertModel,
   AlbertForMaskedLM: what they have), or a downstream class of _HF_HEADS."""
   directory = paths.path(directory)
+  cfg, head = _hf_model_config(directory)
+  tensors = _read_hf_tensors(directory)
+  tensors = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in tensors.items()}
+  if cfg.embedding_size == cfg.hidden_size:
+    # HF keeps an E -> H mapping even when E == H (the original has none): keep it unless it is the identity.
+    w = tensors.get('albert.encoder.embedding_hidden_mapping_in.weight')
+    b = tensors.get('albert.encoder.embedding_hidden_mapping_in.bias')
+    if w is not None and not (np.array_equal(w, np.eye(cfg.hidden_size)) and not np.any(b)):
+      cfg = dataclasses.replace(cfg, embedding_projection=True)
+  return cfg, _from_external(tensors, cfg, _hf_entries, str(directory), head), head
+
+
+def _hf_model_config(directory: paths.Path) -> tuple:
+  """(model config, head or None) from an HF directory's config.json (E = H: without the E -> H mapping, which
+  only its tensors tell)."""
   hf_config = json.loads((directory / 'config.json').read_text())
   if hf_config.get('model_type') != 'albert':
     raise CheckpointError(f'{directory}/config.json has model_type {hf_config.get("model_type")!r}, not "albert".')
@@ -369,15 +384,7 @@ def load_hf(directory) -> tuple:
     labels = [label for _, label in sorted(hf_config.get('id2label', {}).items(), key=lambda kv: int(kv[0]))]
     head = {'architecture': architecture, 'classifier_dropout': float(hf_config.get('classifier_dropout_prob', 0.1)),
             'num_labels': len(labels) or hf_config.get('num_labels', 2), 'labels': labels}
-  tensors = _read_hf_tensors(directory)
-  tensors = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in tensors.items()}
-  if cfg.embedding_size == cfg.hidden_size:
-    # HF keeps an E -> H mapping even when E == H (the original has none): keep it unless it is the identity.
-    w = tensors.get('albert.encoder.embedding_hidden_mapping_in.weight')
-    b = tensors.get('albert.encoder.embedding_hidden_mapping_in.bias')
-    if w is not None and not (np.array_equal(w, np.eye(cfg.hidden_size)) and not np.any(b)):
-      cfg = dataclasses.replace(cfg, embedding_projection=True)
-  return cfg, _from_external(tensors, cfg, _hf_entries, str(directory), head), head
+  return cfg, head
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -415,13 +422,7 @@ def load_tf(path) -> tuple:
   sets up (and cannot be pointed at another endpoint)."""
   tf = import_tensorflow(str(path))
   path = paths.path(path)
-  folder = path if path.is_dir() else path.parent
-  config_file = folder / TF_CONFIG
-  if not config_file.exists():
-    raise CheckpointError(f'{config_file} is missing: an original ALBERT checkpoint needs its albert_config.json '
-                          f'beside it (it ships in the release tarball).')
-  cfg = _model_config_from_json(json.loads(config_file.read_text()), {a: a for a in _OURS_ACT_TO_HF},
-                                str(config_file))
+  cfg, folder = _tf_model_config(path)
   with paths.local_copy(folder) as local:
     local = paths.path(local)
     prefix = _tf_prefix(tf, local if path == folder else local / path.name)
@@ -436,6 +437,17 @@ def load_tf(path) -> tuple:
     except (tf.errors.OpError, ValueError) as e:
       raise CheckpointError(f'TF checkpoint {source} cannot be read ({e}); it is truncated or corrupt.') from e
   return cfg, _from_external(tensors, cfg, _tf_entries, source), None
+
+
+def _tf_model_config(path: paths.Path) -> tuple:
+  """(model config, the folder) from the albert_config.json beside an original checkpoint: no TensorFlow needed."""
+  folder = path if path.is_dir() else path.parent
+  config_file = folder / TF_CONFIG
+  if not config_file.exists():
+    raise CheckpointError(f'{config_file} is missing: an original ALBERT checkpoint needs its albert_config.json '
+                          f'beside it (it ships in the release tarball).')
+  return _model_config_from_json(json.loads(config_file.read_text()), {a: a for a in _OURS_ACT_TO_HF},
+                                 str(config_file)), folder
 
 
 def save_tf(directory, params, cfg: ModelConfig) -> None:
@@ -471,8 +483,7 @@ def save(directory, params, config: ml_collections.ConfigDict) -> None:
 def load(directory) -> tuple:
   import orbax.checkpoint as ocp
   directory = paths.path(directory)
-  config = defaults()  # fields added since the checkpoint was written keep their defaults
-  config.update(json.loads((directory / OURS_CONFIG).read_text()))
+  config = _ours_config(directory)
   cfg = validate(config)
   target = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype),
                         _unboxed_shapes(heads.make_model(cfg, config.get('head'))))
@@ -484,6 +495,12 @@ def load(directory) -> tuple:
     raise CheckpointError(f'{directory / OURS_PARAMS} cannot be restored ({checkpoint.damage(e)}); it is '
                           f'incomplete or does not match {OURS_CONFIG}.') from e
   return config, params
+
+
+def _ours_config(directory: paths.Path) -> ml_collections.ConfigDict:
+  config = defaults()  # fields added since the checkpoint was written keep their defaults
+  config.update(json.loads((directory / OURS_CONFIG).read_text()))
+  return config
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -499,13 +516,30 @@ def load_workdir(workdir, step: Optional[int] = None) -> tuple:
   """(config, params, step, that checkpoint's saved metrics or None) of a pretraining workdir: checkpoint `step`,
   by default the best by held-out MLM accuracy (orbax's best: the latest among equals), or the newest where no
   checkpoint has a metric (runs from before metrics were saved with checkpoints)."""
+  config, step, metrics = _workdir_checkpoint(workdir, step)
+  mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.local_devices()[:1])
+  # Only to restore its parameters, which any attention implementation reads alike.
+  program = step_lib.build(config, dataclasses.replace(validate(config), attention='xla'), mesh)
+  checkpoint.quiet_abandoned_reads()
+  with checkpoint.manager(workdir, config.train.keep_checkpoints, read_only=True) as mngr:
+    try:
+      params = jax.device_get(checkpoint.restore_state(mngr, step, program.abstract_state())['params'])
+    except Exception as e:  # orbax and tensorstore raise many types for damaged or missing files
+      raise CheckpointError(f'checkpoint {step} of {workdir} cannot be restored ({checkpoint.damage(e)}): name '
+                            f'another of its steps (config.init_step), or the workdir once training has saved a '
+                            f'newer one.') from e
+  return config, params, step, metrics
+
+
+def _workdir_checkpoint(workdir, step: Optional[int] = None) -> tuple:
+  """(config, step, metrics) of the checkpoint load_workdir reads, its parameters left where they are."""
   workdir = paths.path(workdir)
   saved = json.loads((workdir / 'config.json').read_text())
   if 'task' in saved:
     raise CheckpointError(f'{workdir} is a fine-tuning workdir; its best model is {workdir / "best"}: use that.')
   config = defaults()  # fields added since the run began keep their defaults
   config.update(saved)
-  model_config = validate(config)
+  validate(config)
   with checkpoint.manager(workdir, config.train.keep_checkpoints, read_only=True) as mngr:
     steps = sorted(mngr.all_steps())
     if not steps:
@@ -516,11 +550,7 @@ def load_workdir(workdir, step: Optional[int] = None) -> tuple:
     elif step not in steps:
       raise CheckpointError(f'{workdir} has no checkpoint of step {step}; its checkpoints are of steps '
                             f'{", ".join(map(str, steps))}.')
-    mesh = sharding.make_mesh(ml_collections.ConfigDict({'data': 1, 'fsdp': 1, 'model': 1}), jax.local_devices()[:1])
-    # Only to restore its parameters, which any attention implementation reads alike.
-    program = step_lib.build(config, dataclasses.replace(model_config, attention='xla'), mesh)
-    params = jax.device_get(checkpoint.restore_state(mngr, step, program.abstract_state())['params'])
-    return config, params, step, mngr.metrics(step)
+    return config, step, mngr.metrics(step)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -547,24 +577,60 @@ def detect_format(path) -> str:
 def read(path, step: Optional[int] = None) -> tuple:
   """(config, params as numpy, a line saying what was read) for anything from_pretrained reads; for a pretraining
   workdir the line names the step and its held-out MLM accuracy."""
-  fmt = detect_format(path)
-  if step is not None and fmt != 'workdir':
-    raise CheckpointError(f'{path} is one checkpoint ({fmt} format): a step can be chosen only among a pretraining '
-                          f'workdir\'s checkpoints; drop the step, or name the workdir.')
+  fmt = _format(path, step)
   source = str(path)
   if fmt == 'workdir':
     config, params, step, metrics = load_workdir(path, step)
-    source += f' step {step}' + (f', held-out MLM accuracy {metrics[checkpoint.BEST_METRIC]:.4f}' if metrics else '')
+    source = _workdir_source(path, step, metrics)
   elif fmt == 'albert_jax':
     config, params = load(path)
   else:
     cfg, params, head = (load_hf if fmt == 'hf' else load_tf)(path)
-    config = full_config(cfg)
-    if head:
-      config.head = head
+    config = _with_head(full_config(cfg), head)
+  return _as_read(config), jax.tree.map(np.asarray, params), source
+
+
+def read_config(path, step: Optional[int] = None) -> tuple:
+  """(config, the line read() gives, the step of a pretraining workdir's checkpoint or None): what read() returns
+  but the parameters, which stay unread. The shape and vocabulary are all a run checks before it needs the weights,
+  and a resumed run never needs them. (An HF directory whose E equals H is read whole: whether it maps E to H is in
+  its tensors.)"""
+  fmt = _format(path, step)
+  if fmt == 'workdir':
+    config, step, metrics = _workdir_checkpoint(path, step)
+    return _as_read(config), _workdir_source(path, step, metrics), step
+  if fmt == 'albert_jax':
+    config = _ours_config(paths.path(path))
+  elif fmt == 'tf':
+    config = full_config(_tf_model_config(paths.path(path))[0])
+  else:
+    cfg, head = _hf_model_config(paths.path(path))
+    config = _with_head(full_config(load_hf(path)[0] if cfg.embedding_size == cfg.hidden_size else cfg), head)
+  return _as_read(config), str(path), None
+
+
+def _format(path, step: Optional[int]) -> str:
+  fmt = detect_format(path)
+  if step is not None and fmt != 'workdir':
+    raise CheckpointError(f'{path} is one checkpoint ({fmt} format): a step can be chosen only among a pretraining '
+                          f'workdir\'s checkpoints; drop the step, or name the workdir.')
+  return fmt
+
+
+def _workdir_source(path, step: int, metrics: Optional[dict]) -> str:
+  return f'{path} step {step}' + (f', held-out MLM accuracy {metrics[checkpoint.BEST_METRIC]:.4f}' if metrics else '')
+
+
+def _with_head(config: ml_collections.ConfigDict, head: Optional[dict]) -> ml_collections.ConfigDict:
+  if head:
+    config.head = head
+  return config
+
+
+def _as_read(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
   # Which attention a checkpoint was trained with says where it ran, not where it will: 'auto' picks for here.
   config.model.attention = 'auto'
-  return config, jax.tree.map(np.asarray, params), source
+  return config
 
 
 def tokenizer_of(path, config: ml_collections.ConfigDict, vocab: Optional[str] = None):

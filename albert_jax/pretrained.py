@@ -7,6 +7,7 @@ accuracy, or `config.init_step`), a checkpoint of ours, an HF directory (AlbertF
 a downstream class), an original TF checkpoint; local or gs://. 'none' (or unset) is random weights.
 """
 import dataclasses
+import functools
 from typing import Optional
 
 import jax
@@ -24,22 +25,32 @@ from albert_jax.model import RUNTIME_FIELDS, ModelConfig
 @dataclasses.dataclass
 class Start:
   model: ModelConfig  # the checkpoint's shape with the run's runtime fields (dropout, dtype, remat, ...)
-  params: Optional[dict]  # the checkpoint's parameters (numpy); None: random weights
   vocab: Optional[str]  # the vocabulary that came with the checkpoint, if any
   description: str  # what was loaded, for the console
+  init: Optional[str] = None  # the checkpoint (config.init); None: random weights
+  step: Optional[int] = None  # the checkpoint chosen, where `init` is a pretraining workdir
+
+  @functools.cached_property
+  def params(self) -> Optional[dict]:
+    """The checkpoint's parameters (numpy), read when first asked for; None: random weights."""
+    return None if self.init is None else interop.read(self.init, self.step)[1]
 
 
 def given(config) -> bool:
   return config.get('init') not in (None, 'none')
 
 
-def load(config) -> Start:
-  """The starting point `config.init` names; random weights of config.model's shape where it names none."""
+def load(config, read_weights: bool = True) -> Start:
+  """The starting point `config.init` names; random weights of config.model's shape where it names none. Without
+  `read_weights`, the parameters are read when start.params is first asked for (never, by a resumed run)."""
   if not given(config):
-    return Start(ModelConfig.from_config(config.model), None, None, 'random weights')
-  loaded, params, description = interop.read(config.init, config.get('init_step'))
+    return Start(ModelConfig.from_config(config.model), None, 'random weights')
+  loaded, description, step = interop.read_config(config.init, config.get('init_step'))
   model = dataclasses.replace(ModelConfig.from_config(loaded.model), **{k: config.model[k] for k in RUNTIME_FIELDS})
-  return Start(model, params, vocabulary(config.init, loaded), description)
+  start = Start(model, vocabulary(config.init, loaded), description, str(config.init), step)
+  if read_weights:
+    start.params  # pylint: disable=pointless-statement  # now: one that cannot be read stops the run before it starts
+  return start
 
 
 def vocabulary(init: str, loaded: ml_collections.ConfigDict) -> Optional[str]:
@@ -76,12 +87,13 @@ def _pieces(vocab: Tokenizer) -> list:
   return [vocab.sp.id_to_piece(i) for i in range(vocab.sp.get_piece_size())]
 
 
-def for_pretraining(config: ml_collections.ConfigDict) -> tuple:
+def for_pretraining(config: ml_collections.ConfigDict, read_weights: bool = False) -> tuple:
   """(the run's config, Start) for continued pretraining from config.init: the config's model becomes the
   checkpoint's shape, its data.vocab the checkpoint's vocabulary where it names none. A model field the config sets
-  (one that differs from the schema's default) to another value than the checkpoint's is refused, naming both."""
-  start = load(config)
-  if start.params is None:
+  (one that differs from the schema's default) to another value than the checkpoint's is refused, naming both. The
+  weights are read with `read_weights`, else when start.params is first asked for."""
+  start = load(config, read_weights)
+  if start.init is None:
     return config, start
   default = defaults().model
   contradictions = [f'model.{name} is {config.model[name]!r} in the config, {value!r} in the checkpoint'

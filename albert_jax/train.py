@@ -60,9 +60,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   validate(config)
   paths.check_reachable(workdir, config.init, config.data.vocab, config.data.source, config.data.tfds_data_dir,
                         config.data.index_dir, config.train.blimp)
-  # With config.init, continued pretraining: the checkpoint's shape, parameters and vocabulary, contradictions
-  # refused; else random weights of config.model's shape.
-  config, start = pretrained.for_pretraining(config)
+  # With config.init, continued pretraining: the checkpoint's shape and vocabulary, contradictions refused, and its
+  # weights, read now unless the workdir has checkpoints of its own to resume from; else random weights of
+  # config.model's shape.
+  config, start = pretrained.for_pretraining(config, read_weights=not checkpoint.has_steps(workdir))
   model_config = validate(config)
   workdir = paths.make_folder(workdir)
   mesh = run.check_workdir_and_make_mesh(workdir, config, devices)
@@ -110,12 +111,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       first_step, state, data_state = restored
       train_data.restore(data_state['hosts'][host])
       say(f'resumed from step {first_step} in {workdir}' +
-          (f' (its own checkpoints come first: the weights of config.init {config.init} are not used)'
-           if start.params is not None else ''))
+          (f' (its own checkpoints come first: config.init {config.init} gave the shape, its weights are not read)'
+           if start.init else ''))
     else:
       first_step = 0
       state = program.new_state(jax.random.key(config.train.seed))
-      if start.params is not None:  # every part the checkpoint has; the optimizer and schedule from step 0
+      if start.init:  # every part the checkpoint has; the optimizer and schedule from step 0
         state = pretrained.into_state(state, start.params, program.state_sharding, list(start.params))
         fresh = [part for part in state['params'] if part not in start.params]
         say(f'starting from {start.description}' +

@@ -102,6 +102,29 @@ def test_every_kind_of_checkpoint_starts_the_run_where_it_is(source, exports, ti
     assert saved['data']['vocab'] == 'builtin'
 
 
+def test_a_checkpoints_shape_is_read_without_its_weights_as_a_whole_read_gives_it(source, exports, tmp_path):
+  """interop.read_config: what interop.read returns but the parameters, for every format; where the format keeps
+  its shape apart (all but an HF directory with E = H, whose tensors tell whether it maps E to H), the weights may
+  be unreadable."""
+  workdir, best = source
+  kinds = [(workdir, None, best), (workdir, 3, 3), (exports / 'ours', None, None), (exports / 'hf', None, None),
+           (exports / 'hf_mlm', None, None), (exports / 'tf', None, None)]
+  # And an HF directory with E < H, its weights then truncated.
+  cfg = interop.ModelConfig(vocab_size=100, embedding_size=16, hidden_size=32, num_layers=2, num_heads=2,
+                            intermediate_size=64, max_position_embeddings=32)
+  params, _ = interop.complete(interop.heads.make_model(cfg, None), {})
+  interop.save_hf(tmp_path / 'hf_factorized', params, cfg)
+  kinds.append((tmp_path / 'hf_factorized', None, None))
+  for init, step, chosen in [kind for kind in kinds if kind[0].exists()]:
+    config, _, line = interop.read(init, step)
+    assert interop.read_config(init, step) == (config, line, chosen), init
+  (tmp_path / 'hf_factorized' / 'model.safetensors').write_bytes(b'')
+  with pytest.raises(interop.CheckpointError, match='truncated or corrupt'):
+    interop.read(tmp_path / 'hf_factorized')
+  only, _, _ = interop.read_config(tmp_path / 'hf_factorized')
+  assert (only.model.embedding_size, only.model.hidden_size, only.model.num_layers) == (16, 32, 2)
+
+
 def test_a_continued_run_is_a_run_like_any_other(source, tiny_config, builtin_tokenizer, tmp_path):
   """Fine-tuning's init reads it (its vocabulary comes along), and its HF export carries the vocabulary."""
   workdir, _ = source
@@ -149,8 +172,11 @@ def test_what_contradicts_the_checkpoint_is_refused_naming_both(source, exports,
 
 
 def test_a_continued_run_killed_resumes_exactly_from_its_own_checkpoints(source, tiny_config, tmp_path):
+  """Killed, it resumes from its own checkpoints bit for bit, and does not read config.init's weights again: the
+  resume succeeds with them damaged."""
   workdir, _ = source
-  init = f'--config.init={workdir}'
+  copy = shutil.copytree(workdir, tmp_path / 'init')
+  init = f'--config.init={copy}'
   unbroken = run_cli(tiny_config, tmp_path / 'unbroken', init, '--config.train.num_steps=20')
   out, err = unbroken.communicate(timeout=600)
   assert unbroken.returncode == 0, err[-3000:]
@@ -161,10 +187,21 @@ def test_a_continued_run_killed_resumes_exactly_from_its_own_checkpoints(source,
     time.sleep(0.05)
   process.send_signal(signal.SIGKILL)
   process.communicate(timeout=120)
+  arrays = [f for f in (copy / 'checkpoints').rglob('*') if f.is_file() and '/d/' in str(f)]
+  assert arrays  # tensorstore's chunks of every saved array
+  for f in arrays:
+    f.write_bytes(b'')
+  with pytest.raises(interop.CheckpointError, match=r'checkpoint \d+ of .*init cannot be restored \(a file is '
+                                                   r'truncated in '):  # the weights are unreadable now
+    interop.read(copy)
+  convert = subprocess.run([sys.executable, '-m', 'albert_jax.convert', f'--input={copy}', f'--output={tmp_path / "x"}',
+                            '--to=hf'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert convert.returncode == 2 and convert.stderr.count('\n') == 1, convert.stderr[-3000:]
   resumed = run_cli(tiny_config, tmp_path / 'killed', init, '--config.train.num_steps=20')
   out, err = resumed.communicate(timeout=600)
   assert resumed.returncode == 0, err[-3000:]
-  assert f'resumed from step 10 in {tmp_path / "killed"} (its own checkpoints come first: the weights of config.init' in out
+  assert (f'resumed from step 10 in {tmp_path / "killed"} (its own checkpoints come first: config.init {copy} gave '
+          f'the shape, its weights are not read)') in out
   np.testing.assert_array_equal(losses(tmp_path / 'killed', range(1, 21)), losses(tmp_path / 'unbroken', range(1, 21)))
 
 

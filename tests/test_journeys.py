@@ -1,7 +1,7 @@
 """The journeys the README routes to (docs/laptop.md, docs/from_a_checkpoint.md, docs/your_corpus_on_a_pod.md, and
 the paper's tables from the README itself), run as shown: each page's command block is read from the page and run
 in order, with only what cannot exist here replaced (the network: pip, git clone and HF's hub; the pod: gcloud, by
-the recording stand-in of test_launch.py; Cloud Storage: the GCS server on 127.0.0.1) and each run shrunk by
+the recording stand-in of conftest.py; Cloud Storage: the GCS server on 127.0.0.1) and each run shrunk by
 overrides appended after the page's own (fewer steps, shorter sequences). A command added to a page, or one whose
 flags no longer work, fails here."""
 import json
@@ -17,7 +17,6 @@ import time
 import pytest
 
 from conftest import ROOT
-from test_launch import FAKE_PYTHON, STAND_IN
 
 SHARED_DATA = ROOT.parent / 'shared' / 'data'
 pytestmark = pytest.mark.skipif(not (SHARED_DATA / 'blimp').is_dir() or not (SHARED_DATA / 'glue').is_dir(),
@@ -55,11 +54,10 @@ def substitute(argv: list, replace: dict) -> list:
   return out
 
 
-def run(argv: list, *extra, cwd=ROOT, env=None) -> str:
+def run(argv: list, *extra, cwd=ROOT) -> str:
   """`python ...` as a user runs it, with this interpreter; its console (stdout and stderr) on success."""
   assert argv[0] == 'python', argv
-  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=1',
-         **(env or {})}
+  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=1'}
   result = subprocess.run([sys.executable, *argv[1:], *extra], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=900)
   assert result.returncode == 0, f'{shlex.join(argv)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}'
@@ -166,7 +164,7 @@ def test_from_a_released_checkpoint(tmp_path, builtin_tokenizer):
   assert result['eval_accuracy_count'] == 40  # the slice's dev rows
 
 
-def test_your_corpus_on_a_pod(tmp_path, bucket):
+def test_your_corpus_on_a_pod(tmp_path, bucket, gcloud, monkeypatch):
   commands, on_the_worker = command_block('your_corpus_on_a_pod.md', 0), command_block('your_corpus_on_a_pod.md', 1)
   assert [tool(c) for c in commands] == [
       'albert_jax.data.vocab', 'albert_jax.data.prepare', 'albert_jax.data.inspect', 'albert_jax.aot',
@@ -196,27 +194,20 @@ def test_your_corpus_on_a_pod(tmp_path, bucket):
   out = run(substitute(fit, here))
   assert 'v3-64' in out
 
-  # The pod: gcloud is test_launch's recording stand-in; the worker's python writes down how it was started.
-  bin_dir, worker = tmp_path / 'bin', tmp_path / 'worker'
-  for path, text in ((bin_dir / 'gcloud', STAND_IN), (worker / 'albert_jax' / '.venv' / 'bin' / 'python', FAKE_PYTHON)):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.format(python=sys.executable))
-    path.chmod(0o755)
-  (tmp_path / 'states').write_text('')
-  pod = {'PATH': f'{bin_dir}:{os.environ["PATH"]}', 'GCLOUD_RECORD': str(tmp_path / 'record'),
-         'GCLOUD_STATES': str(tmp_path / 'states'), 'WORKER_HOME': str(worker), 'GCLOUD_EXIT_CODE': '0'}
-  run(substitute(create, here), env=pod)
-  run(substitute(setup, here), env=pod)
-  run(substitute(start, here), env=pod)
+  # The pod: gcloud is the recording stand-in (conftest.py); the worker's python writes down how it was started.
+  calls, worker = gcloud
+  monkeypatch.setenv('GCLOUD_EXIT_CODE', '0')
+  run(substitute(create, here))
+  run(substitute(setup, here))
+  run(substitute(start, here))
   deadline = time.time() + 60
   while not (worker / 'albert_run' / 'exit_code').exists():  # the workers' command runs detached
     assert time.time() < deadline
     time.sleep(0.1)
   split = babysit.index('--')  # the babysitter's own polling, not to wait a minute here
-  run(substitute(babysit[:split] + ['--poll_seconds=0'] + babysit[split:], here), env=pod)
-  run(substitute(logs, here), f'--log_dir={tmp_path}/logs', env=pod)
-  calls = [json.loads(line) for line in (tmp_path / 'record').read_text().splitlines()]
-  verbs = [' '.join(c[3:5]) for c in calls if c[:3] == ['compute', 'tpus', 'tpu-vm']]
+  run(substitute(babysit[:split] + ['--poll_seconds=0'] + babysit[split:], here))
+  run(substitute(logs, here), f'--log_dir={tmp_path}/logs')
+  verbs = [' '.join(c[3:5]) for c in calls() if c[:3] == ['compute', 'tpus', 'tpu-vm']]
   assert verbs[0] == 'create albert' and verbs[1].startswith('scp') and 'describe albert' in verbs
   # `logs` follows the v3-64's 8 hosts, a file each (the stand-in's streams end at once, so it returns).
   assert sorted(p.name for p in (tmp_path / 'logs' / 'albert').iterdir()) == [f'worker-{k}.log' for k in range(8)]
@@ -232,9 +223,9 @@ def test_your_corpus_on_a_pod(tmp_path, bucket):
   exported = paths.path(f'{bucket}/export/base_hf')
   assert (exported / 'spiece.model').read_bytes() == paths.path(f'{bucket}/vocab.model').read_bytes()
   assert json.loads((exported / 'config.json').read_text())['vocab_size'] == 4000
-  recorded = len((tmp_path / 'record').read_text().splitlines())
-  run(substitute(delete, here), env=pod)
-  deleted = [json.loads(line) for line in (tmp_path / 'record').read_text().splitlines()[recorded:]]
+  recorded = len(calls())
+  run(substitute(delete, here))
+  deleted = calls()[recorded:]
   assert [c[3:5] for c in deleted] == [['delete', 'albert']]
 
   glue = sst2_slice(tmp_path / 'glue')

@@ -13,51 +13,6 @@ from albert_jax import accelerators
 from conftest import ROOT
 from launch import tpu
 
-# Records each call's argv; answers `describe` from a queue of states; for ssh, runs the start-training line in a
-# fake worker's home (as the remote shell would) and answers worker 0's exit-code query.
-STAND_IN = '''#!{python}
-import json, os, subprocess, sys
-argv = sys.argv[1:]
-with open(os.environ['GCLOUD_RECORD'], 'a') as f:
-    f.write(json.dumps(argv) + '\\n')
-if 'describe' in argv:
-    states = open(os.environ['GCLOUD_STATES']).read().split()
-    open(os.environ['GCLOUD_STATES'], 'w').write(' '.join(states[1:]))
-    print(states[0] if states else 'READY')
-command = next((a[len('--command='):] for a in argv if a.startswith('--command=')), '')
-if command.startswith('mkdir -p $HOME/albert_run'):
-    subprocess.run(['bash', '-c', command], env={{**os.environ, 'HOME': os.environ['WORKER_HOME']}}, check=True)
-if command.startswith('cat $HOME/albert_run/exit_code'):
-    print(os.environ.get('GCLOUD_EXIT_CODE', ''))
-'''
-
-# The worker's python: writes down the argv and environment it was started with.
-FAKE_PYTHON = '''#!{python}
-import json, os, sys
-json.dump({{'argv': sys.argv[1:], 'tfds': os.environ.get('TFDS_DATA_DIR')}}, open(os.environ['HOME'] + '/argv.json', 'w'))
-'''
-
-
-@pytest.fixture
-def gcloud(tmp_path, monkeypatch):
-  bin_dir, worker_home = tmp_path / 'bin', tmp_path / 'worker'
-  python = worker_home / 'albert_jax' / '.venv' / 'bin' / 'python'
-  for path, text in ((bin_dir / 'gcloud', STAND_IN), (python, FAKE_PYTHON)):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.format(python=sys.executable))
-    path.chmod(0o755)
-  (tmp_path / 'states').write_text('')
-  monkeypatch.setenv('PATH', f'{bin_dir}:{os.environ["PATH"]}')
-  monkeypatch.setenv('GCLOUD_RECORD', str(tmp_path / 'record'))
-  monkeypatch.setenv('GCLOUD_STATES', str(tmp_path / 'states'))
-  monkeypatch.setenv('WORKER_HOME', str(worker_home))
-
-  def calls():
-    record = tmp_path / 'record'
-    return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
-
-  return calls, worker_home
-
 
 def dry_run(*argv) -> list:
   out = subprocess.run([sys.executable, '-m', 'launch.tpu', argv[0], '--dry-run', *argv[1:]], cwd=ROOT, capture_output=True,
