@@ -6,10 +6,11 @@ and a run continued from the unbroken run's last checkpoint, which must start wh
 Every run is `python -m albert_jax.train --config=configs/tiny.py` on the built-in corpus (nothing to carry to a lent
 machine), on an accelerator widened to a shape that uses it (H 256, 4 heads, bfloat16, sequences of 128, batches of
 64, four processes making them) and long enough for the signal to land mid-run (2,000 steps; --smoke:
-configs/tiny.py's shape, 60 steps, on the CPU). Four processes, two at a time: the unbroken run beside the one stopped by SIGTERM once its first
-checkpoint is committed; then that one resumed, beside a run continued (config.init) from the unbroken run's last
-checkpoint. Checked: the resumed run's loss at every step and its held-out figures at the end equal the unbroken
-run's; the continued run's step-0 held-out figures equal the unbroken run's last.
+configs/tiny.py's shape, 60 steps, on the CPU). Four processes, two at a time: the unbroken run beside the one
+stopped by SIGTERM once its first checkpoint is committed; then that one resumed, beside a run continued
+(config.init) from the unbroken run's last checkpoint. Checked: the resumed run's loss at every step and its
+held-out figures at the end equal the unbroken run's; the continued run's step-0 held-out figures equal the
+unbroken run's last.
 
 XLA:GPU adds some gradients (the embeddings' scatter) with atomics, in an order that differs from run to run, and
 autotunes its GEMMs in each process anew, so on a GPU every run gets XLA's flags for deterministic ops and no
@@ -37,6 +38,9 @@ DETERMINISTIC_FLAGS = ('--xla_gpu_deterministic_ops=true --xla_gpu_autotune_leve
 PROBE = ('import sys, jax, flax, optax, orbax.checkpoint as ocp; print(jax.default_backend(), '
          'jax.devices()[0].device_kind, sys.version.split()[0], jax.__version__, flax.__version__, optax.__version__, '
          'ocp.__version__, sep="|")')
+PREPARE = ('from albert_jax.config import from_file; from albert_jax.data import vocab; '
+           'c = from_file("configs/tiny.py"); '
+           'vocab.load_tokenizer(c.data.vocab, c.model.vocab_size, c.data.tfds_data_dir)')
 # On an accelerator: a shape that keeps it busy for a few thousand steps in seconds; on a CPU (--smoke): the tests'.
 ACCELERATOR = dict(steps=2000, first_checkpoint=500, eval_every=1000, continued_steps=50, overrides=[
     '--config.model.hidden_size=256', '--config.model.num_heads=4', '--config.model.intermediate_size=1024',
@@ -118,7 +122,7 @@ def main(argv=None):
   if not found:
     raise SystemExit('resume_on_device: JAX does not start here; `python -c "import jax; jax.devices()"` says why')
   deterministic = None
-  if found and found[0] == 'gpu':
+  if found[0] == 'gpu':
     for flag in DETERMINISTIC_FLAGS:
       env = {**args.env, 'XLA_FLAGS': f'{args.env.get("XLA_FLAGS", "")} {flag}'.strip()}
       if probe(env):
@@ -126,6 +130,10 @@ def main(argv=None):
         break
   backend, kind, *versions = found
   print(f'resume_on_device: {kind} ({backend}); deterministic ops: {deterministic or "not asked"}', flush=True)
+
+  # The built-in corpus and its vocabulary, made once here (a fresh machine has neither) rather than by two runs at
+  # once.
+  subprocess.run([sys.executable, '-c', PREPARE], env=args.env, cwd=ROOT, check=True)
 
   # Phase 1: the unbroken run, and beside it the same run stopped by SIGTERM after its first checkpoint.
   unbroken, stopped = start(args, 'unbroken'), start(args, 'stopped')
@@ -170,16 +178,17 @@ def main(argv=None):
             'held-out figures equal at the end': report['held_out']['compared'] > 0
                                                   and report['held_out']['equal'] == report['held_out']['compared'],
             "continued run starts at the unbroken run's last figures": report['continued_start']['compared'] > 0
-                and report['continued_start']['max_difference'] <= 1e-6}
+                and report['continued_start']['max_difference'] <= 1e-6}  # as tests/test_continued.py
   report['checks'] = checks
   with open(os.path.join(args.out, 'resume.json'), 'w') as f:
     json.dump(report, f, indent=2)
+  def gap(name):
+    return 'n/a' if report[name]['max_difference'] is None else f'{report[name]["max_difference"]:.3g}'
   print(f'stopped by SIGTERM at step {report["stopped_at"]} of {last}, resumed from {report["resumed_from"]}; loss '
         f'equal at {report["loss"]["equal"]} of {report["loss"]["compared"]} steps (largest difference '
-        f'{report["loss"]["max_difference"]:.3g}); held-out figures equal: {report["held_out"]["equal"]} of '
-        f'{report["held_out"]["compared"]} (largest difference {report["held_out"]["max_difference"]:.3g}); the '
-        f'continued run starts {report["continued_start"]["max_difference"]:.3g} from where the unbroken one ended; '
-        f'{report["seconds"]:.0f} s')
+        f'{gap("loss")}); held-out figures equal: {report["held_out"]["equal"]} of {report["held_out"]["compared"]} '
+        f'(largest difference {gap("held_out")}); the continued run starts {gap("continued_start")} from where the '
+        f'unbroken one ended; {report["seconds"]:.0f} s')
   for check, passed in checks.items():
     print(f'  {"pass" if passed else "FAIL"}: {check}')
   return report
