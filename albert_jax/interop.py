@@ -525,9 +525,8 @@ def load_workdir(workdir, step: Optional[int] = None) -> tuple:
     try:
       params = jax.device_get(checkpoint.restore_state(mngr, step, program.abstract_state())['params'])
     except Exception as e:  # orbax and tensorstore raise many types for damaged or missing files
-      raise CheckpointError(f'checkpoint {step} of {workdir} cannot be restored ({checkpoint.damage(e)}): name '
-                            f'another of its steps (config.init_step), or the workdir once training has saved a '
-                            f'newer one.') from e
+      raise CheckpointError(f'checkpoint {step} of {workdir} cannot be restored ({checkpoint.damage(e)}): choose '
+                            f'another of its steps (config.init_step, or --step), or wait for a newer one.') from e
   return config, params, step, metrics
 
 
