@@ -3,8 +3,8 @@
   python -m albert_jax.evaluate --config=configs/tiny.py --workdir=DIR --config.data.sentence_task=nsp
 
 Give the config (and overrides, config.init included) the run was trained with; override only data fields (the
-sentence task, the source, the eval batches). Paper Table 6 evaluates a model trained with one sentence task on another this way.
-Prints the metrics and writes them to DIR/eval-<sentence_task>.json.
+sentence task, the source, the eval batches). Paper Table 6 evaluates a model trained with one sentence task on
+another this way. Prints the metrics and writes them to DIR/eval-<sentence_task>.json.
 """
 import json
 

@@ -8,7 +8,7 @@ a downstream class), an original TF checkpoint; local or gs://. 'none' (or unset
 """
 import dataclasses
 import functools
-from typing import Optional
+from typing import Callable, Optional
 
 import jax
 import ml_collections
@@ -28,12 +28,12 @@ class Start:
   vocab: Optional[str]  # the vocabulary that came with the checkpoint, if any
   description: str  # what was loaded, for the console
   init: Optional[str] = None  # the checkpoint (config.init); None: random weights
-  step: Optional[int] = None  # the checkpoint chosen, where `init` is a pretraining workdir
+  read: Optional[Callable[[], dict]] = None  # its parameters (numpy), however load() got them
 
   @functools.cached_property
   def params(self) -> Optional[dict]:
-    """The checkpoint's parameters (numpy), read when first asked for; None: random weights."""
-    return None if self.init is None else interop.read(self.init, self.step)[1]
+    """The checkpoint's parameters, read when first asked for; None: random weights."""
+    return self.read() if self.read else None
 
 
 def given(config) -> bool:
@@ -45,12 +45,14 @@ def load(config, read_weights: bool = True) -> Start:
   `read_weights`, the parameters are read when start.params is first asked for (never, by a resumed run)."""
   if not given(config):
     return Start(ModelConfig.from_config(config.model), None, 'random weights')
-  loaded, description, step = interop.read_config(config.init, config.get('init_step'))
+  if read_weights:  # the checkpoint read once, whole: one that cannot be read stops the run before it starts
+    loaded, params, description = interop.read(config.init, config.get('init_step'))
+    read = lambda: params
+  else:  # its shape and vocabulary; the weights of the very checkpoint chosen, if ever asked for
+    loaded, description, step = interop.read_config(config.init, config.get('init_step'))
+    read = lambda: interop.read(config.init, step)[1]
   model = dataclasses.replace(ModelConfig.from_config(loaded.model), **{k: config.model[k] for k in RUNTIME_FIELDS})
-  start = Start(model, vocabulary(config.init, loaded), description, str(config.init), step)
-  if read_weights:
-    start.params  # pylint: disable=pointless-statement  # now: one that cannot be read stops the run before it starts
-  return start
+  return Start(model, vocabulary(config.init, loaded), description, str(config.init), read)
 
 
 def vocabulary(init: str, loaded: ml_collections.ConfigDict) -> Optional[str]:
