@@ -7,11 +7,12 @@ import dataclasses
 import importlib.util
 import os
 import sys
+import traceback
 
 import ml_collections
 from absl import app, flags, logging
 
-from albert_jax import cpu_allocator
+from albert_jax import cpu_allocator, failures
 from albert_jax.errors import ConfigError
 from albert_jax.model import ModelConfig
 
@@ -76,6 +77,10 @@ def defaults() -> ml_collections.ConfigDict:
   config.train.eval_batches = 20  # of train.batch_size held-out instances each
   config.train.checkpoint_every = (steps + 24) // 25
   config.train.keep_checkpoints = 3  # the latest ones; the best by held-out MLM accuracy is kept as well
+  # A hang bounded: the longest a step, a batch or an evaluation may take before the run ends with exit status 42
+  # (restart) saying what it waited for; the first of each in a process (which may compile) and checkpoint saves
+  # are not bounded. 0: ten times the longest of its kind so far, at least 300 s (failures.Watchdog).
+  config.train.stall_seconds = 0.0
   config.train.fill_mask_text = ''  # printed at the end with fill_mask_word masked and the model's guess
   config.train.fill_mask_word = ''
   # A folder of BLiMP's minimal pairs (UID.jsonl, as distributed): with each held-out evaluation, the share of
@@ -171,6 +176,9 @@ def validate(config: ml_collections.ConfigDict) -> ModelConfig:
   train = config.train
   _check_train(train, ('batch_size', 'grad_accum_steps', 'num_steps', 'log_every', 'eval_every', 'eval_batches',
                        'checkpoint_every', 'keep_checkpoints', 'blimp_pairs'))
+  if train.stall_seconds < 0:
+    raise ConfigError(f'config.train.stall_seconds must be 0 (adapt to the measured step time) or a number of '
+                      f'seconds, got {train.stall_seconds}.')
   if bool(train.fill_mask_text) != bool(train.fill_mask_word) or train.fill_mask_word not in train.fill_mask_text:
     raise ConfigError('config.train.fill_mask_word must be a word of config.train.fill_mask_text (or both empty).')
   return model
@@ -253,5 +261,12 @@ def run_cli(main) -> None:
       return main(argv)
     except ConfigError as e:
       fail(e)
+    except Exception as e:  # pylint: disable=broad-except
+      reason = failures.transient(e)
+      if reason is None:  # a bug: its traceback
+        raise
+      logging.info('the transient failure, in full:\n%s', ''.join(traceback.format_exception(e)))
+      failures.say_restart(reason)
+      sys.exit(failures.RESTART)
 
   app.run(checked, flags_parser=parse)

@@ -11,6 +11,7 @@ the workdir and the task's data may be local or in a bucket (gs://).
 Reads top to bottom like train.py, whose machinery it uses: mesh, compiled steps, checkpoints, progress, metrics.
 """
 import json
+import sys
 
 import flax.linen as nn
 import jax
@@ -19,7 +20,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import checkpoint, interop, metrics, paths, pretrained, run, sharding
+from albert_jax import checkpoint, failures, interop, metrics, paths, pretrained, run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
 from albert_jax.downstream import Task, builtin, glue, heads, lengths, race, squad
@@ -210,7 +211,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       report = {**step_metrics, **loop.progress.report(step), **metrics.memory_in_use()}
       loop.writer.scalars(step, report)
       say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  {metrics.Progress.line(report)}')
-    is_last, preempted = step == config.train.num_steps, loop.preempted
+    is_last, preempted = step == config.train.num_steps, loop.preempted(step)
     if step % config.train.checkpoint_every == 0 or is_last:
       dev = score(state['params'], 'dev')
       loop.writer.scalars(step, dev)
@@ -222,7 +223,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       checkpoint.save(checkpoints, step, state, {'step': step}, force=True)
     if preempted:
       loop.finish(checkpoints)
-      say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
+      say(f'SIGTERM at step {step}: checkpoint saved; exiting with status 42 so that the run resumes when started '
+          f'again')
       return {'preempted_at': step}
   loop.finish(checkpoints)
 
@@ -261,7 +263,8 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
 
 def main(argv):
   del argv
-  finetune_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir)
+  if 'preempted_at' in finetune_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir):
+    sys.exit(failures.RESTART)
 
 
 if __name__ == '__main__':

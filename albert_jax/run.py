@@ -10,7 +10,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from albert_jax import checkpoint, metrics, paths, sharding
+from albert_jax import checkpoint, failures, goodput, metrics, paths, sharding
 from albert_jax import step as step_lib
 from albert_jax.errors import ConfigError
 
@@ -40,18 +40,28 @@ def compile_step(program, abstract_state, abstract_batch, mesh, what: str, fix: 
 
 class Loop:
   """The frame of a training loop: TensorBoard's writer (host 0), steps/s and MFU, SIGTERM turned into a flag the
-  loop checks after each step (a preempted VM gets a checkpoint, then a clean exit), and the non-finite check."""
+  loop checks after each step (a preempted VM gets a checkpoint, then a clean exit), and the non-finite check.
+  Given the loop's goodput.Clock, also the goodput record (host 0) and the watchdog that ends a run that hangs."""
 
-  def __init__(self, workdir, num_steps: int, flops_per_step: float, mesh):
+  def __init__(self, workdir, num_steps: int, flops_per_step: float, mesh, clock=None, stall_seconds: float = 0):
     self.stop_signal = None
-    signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, 'stop_signal', signum))
+    if jax.process_count() == 1:
+      signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, 'stop_signal', signum))
+    # else JAX's own SIGTERM handler (its preemption service) tells the hosts, which agree on the step to stop at
     self.writer = metrics.Writer(workdir, enabled=jax.process_index() == 0)
     self.peak, self.peak_source = metrics.peak_flops_per_device()
     self.progress = metrics.Progress(num_steps, flops_per_step, self.peak, len(mesh.devices.flat))
+    self.ledger = goodput.Ledger(workdir, clock, enabled=jax.process_index() == 0) if clock else None
+    self.watchdog = failures.Watchdog(clock, stall_seconds) if clock else None
 
-  @property
-  def preempted(self) -> bool:
-    return self.stop_signal is not None
+  def preempted(self, step: int) -> bool:
+    """Whether to save and stop after `step`: SIGTERM came (a preempted VM, `launch.tpu stop`). On several hosts,
+    JAX's preemption service makes every host answer True at the same step, whichever got the signal, so that they
+    save that step's checkpoint together."""
+    if jax.process_count() == 1:
+      return self.stop_signal is not None
+    from jax.experimental import multihost_utils
+    return multihost_utils.reached_preemption_sync_point(step)
 
   def check_finite(self, step: int, step_metrics: dict, checkpoints, advice: str, close=()) -> None:
     """Stops the run where the loss or the gradient is not finite, saving nothing from this step; what is open
@@ -67,8 +77,12 @@ class Loop:
     """Closes what is open, waits for the checkpoints' writes, and writes the curves out; what train.py froze
     before its loop (gc.freeze) goes back to the garbage collector, so that a process that trains again (a sweep
     in one process, the tests) frees it."""
+    if self.watchdog:  # what follows may wait on storage, which the clients' own retries bound
+      self.watchdog.stop()
     for thing in close:
       thing.close()
     checkpoints.wait_until_finished()
     self.writer.close()
+    if self.ledger:
+      self.ledger.write(force=True)
     gc.unfreeze()

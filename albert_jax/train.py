@@ -10,6 +10,8 @@ Reads top to bottom in the order things happen: config and workdir, mesh, data, 
 """
 import gc
 import json
+import os
+import sys
 
 import flax.linen as nn
 import jax
@@ -19,7 +21,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import blimp, checkpoint, metrics, paths, pretrained, run, sharding
+from albert_jax import blimp, checkpoint, failures, goodput, metrics, paths, pretrained, run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -56,6 +58,7 @@ def fill_mask_example(model, params, tokenizer, text: str, word: str) -> str:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
   """Trains (or resumes) the run in `workdir`; returns the final held-out metrics."""
+  clock = goodput.Clock(goodput.process_start_time())  # where the time goes, from the process's start
   # ---- Config, starting point and workdir: every check before anything expensive.
   validate(config)
   paths.check_reachable(workdir, config.init, config.data.vocab, config.data.source, config.data.tfds_data_dir,
@@ -94,11 +97,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   # for the devices stops here, before a checkpoint is restored or a batch is made.
   program = step_lib.build(config, model_config, mesh)
   abstract_state = program.abstract_state()
-  train_step = run.compile_step(
-      program, abstract_state, program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
-                                                      config.data.max_predictions_per_seq), mesh,
-      'training', 'find a model.remat policy, train.grad_accum_steps or a batch size that fits: python -m '
-      'albert_jax.aot --config=... --topology=<accelerator type>')
+  with clock.phase('compile'):
+    train_step = run.compile_step(
+        program, abstract_state, program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
+                                                        config.data.max_predictions_per_seq), mesh,
+        'training', 'find a model.remat policy, train.grad_accum_steps or a batch size that fits: python -m '
+        'albert_jax.aot --config=... --topology=<accelerator type>')
   memory = train_step.memory_analysis()
   if mesh.devices.flat[0].platform != 'cpu' and getattr(memory, 'peak_memory_in_bytes', 0):  # XLA:CPU's undercounts
     say(f'train step compiled: peak {memory.peak_memory_in_bytes / 2 ** 20:,.1f} MiB per device')
@@ -129,10 +133,14 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   # ---- The loop.
   flops_per_step = training_flops_per_sequence(model_config, config.data.max_seq_length,
                                                config.data.max_predictions_per_seq) * config.train.batch_size
-  loop = run.Loop(workdir, config.train.num_steps, flops_per_step, mesh)
+  loop = run.Loop(workdir, config.train.num_steps, flops_per_step, mesh, clock, config.train.stall_seconds)
   say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh '
       f'{dict(mesh.shape)}, {hosts} host(s); MFU against {loop.peak:.3g} FLOP/s per device ({loop.peak_source})')
-  first_eval = evaluate(state['params']) if first_step == 0 else None
+  if first_step == 0:
+    with clock.phase('evaluate'):
+      first_eval = evaluate(state['params'])
+  else:
+    first_eval = None
   if first_eval:
     loop.writer.scalars(0, first_eval)
   eval_metrics = first_eval or {}
@@ -143,16 +151,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   gc.collect()
   gc.freeze()
   step = first_step
-  batch = train_data.next_batch() if step < config.train.num_steps else None
+  clock.loop_begins(step)
+  with clock.phase('input'):
+    batch = train_data.next_batch() if step < config.train.num_steps else None
   while step < config.train.num_steps:
-    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+    with clock.phase('steps'), jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
       state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
     # Tokens: this host's real (unpadded) count times the hosts, without a collective per step.
     loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
     step += 1
     data_state = train_data.state()  # the state that produces the *next* batch: saved with this step
-    batch = train_data.next_batch() if step < config.train.num_steps else None  # overlaps the device's work
-    step_metrics = jax.device_get(step_metrics)
+    with clock.phase('input') as making:  # overlaps the device's work
+      batch = train_data.next_batch() if step < config.train.num_steps else None
+    if not step_metrics['loss'].is_ready():  # the device was busy all along: that was step time, not waiting
+      clock.overlapped(making.seconds)
+    with clock.phase('steps'):
+      step_metrics = jax.device_get(step_metrics)
+    clock.step_done(step)
     loop.check_finite(step, step_metrics, checkpoints, 'lower train.learning_rate or raise train.warmup_steps',
                       close=[train_data])
     if step % config.train.log_every == 0 or step == config.train.num_steps:
@@ -161,27 +176,34 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       task = config.data.sentence_task
       if task == 'none':  # single segments, all labelled 0, and an untrained head: no sentence figure to give
         report = {k: v for k, v in report.items() if not k.startswith('sop_')}
-      loop.writer.scalars(step, report)
+      loop.writer.scalars(step, {**report, **goodput.scalars(loop.ledger.attempts())})
+      loop.ledger.write()
       # The sentence task's accuracy under its own name.
       pairs = f'{task}_acc {report["sop_accuracy"]:.3f}  ' if 'sop_accuracy' in report else ''
       say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc {report["mlm_accuracy"]:.3f}  '
           f'{pairs}{metrics.Progress.line(report)}')
     is_last = step == config.train.num_steps
     if step % config.train.eval_every == 0 or is_last:
-      eval_metrics = evaluate(state['params'])
+      with clock.phase('evaluate'):
+        eval_metrics = evaluate(state['params'])
       loop.writer.scalars(step, eval_metrics)
       say(f'step {step} held-out: {metrics.held_out_line(eval_metrics)}')
-    preempted = loop.preempted
+    preempted = loop.preempted(step)
     if step % config.train.checkpoint_every == 0 or is_last or preempted:
       evaluated_now = step % config.train.eval_every == 0 or is_last  # only then is there a metric to rank by
       best_metric = {checkpoint.BEST_METRIC: float(eval_metrics['eval_mlm_accuracy'])} if evaluated_now else None
-      checkpoint.save(checkpoints, step, state, all_hosts(data_state), best_metric, force=True)
-      loop.writer.flush()
+      with clock.phase('checkpoint'):
+        checkpoint.save(checkpoints, step, state, all_hosts(data_state), best_metric, force=True)
+        loop.writer.flush()
+        clock.saved(step)
+        loop.ledger.write(force=True)
     if preempted:
       loop.finish(checkpoints, close=[train_data])
-      say(f'SIGTERM at step {step}: checkpoint saved; exiting so that the run can resume')
+      say(f'SIGTERM at step {step}: checkpoint saved; exiting with status 42 so that the run resumes when started '
+          f'again')
       return {'preempted_at': step, **eval_metrics}
   loop.finish(checkpoints, close=[train_data])
+  say(goodput.table(loop.ledger.attempts()))
 
   # ---- Closing report (a run resumed at its last step has trained nothing now: evaluate it for the report).
   result = {k: int(v) if k.endswith('_count') else float(v)
@@ -200,11 +222,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
 
 def main(argv):
   del argv
+  if flags.FLAGS.distributed and not os.environ.get(failures.SUPERVISED):
+    # A lost peer aborts this process from C++: a child trains, and this one turns that into one line.
+    sys.exit(failures.supervise('albert_jax.train', sys.argv[1:]))
   if flags.FLAGS.distributed:
     jax.distributed.initialize(coordinator_address=flags.FLAGS.coordinator_address,
                                num_processes=flags.FLAGS.num_processes, process_id=flags.FLAGS.process_id,
-                               initialization_timeout=120)
-  train_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir)
+                               initialization_timeout=120, heartbeat_timeout_seconds=flags.FLAGS.heartbeat_timeout)
+  if 'preempted_at' in train_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir):
+    sys.exit(failures.RESTART)
 
 
 if __name__ == '__main__':
@@ -214,8 +240,15 @@ if __name__ == '__main__':
   flags.DEFINE_string('workdir', None, 'Directory for checkpoints, TensorBoard files and the config.')
   flags.DEFINE_bool('distributed', False, 'Call jax.distributed.initialize() first: needed on multi-host TPU pods '
                     '(where it finds its peers itself) and for several local processes.')
-  flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 (not needed on TPU VMs).')
-  flags.DEFINE_integer('num_processes', None, 'Number of processes (not needed on TPU VMs).')
-  flags.DEFINE_integer('process_id', None, 'This process (not needed on TPU VMs).')
+  # Elsewhere than TPU VMs (which JAX asks itself), the launcher may set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES
+  # and JAX_PROCESS_ID for each process instead.
+  flags.DEFINE_string('coordinator_address', None, 'host:port of process 0 (not needed on TPU VMs; default '
+                      '$JAX_COORDINATOR_ADDRESS).')
+  flags.DEFINE_integer('num_processes', int(os.environ.get('JAX_NUM_PROCESSES', 0)) or None,
+                       'Number of processes (not needed on TPU VMs; default $JAX_NUM_PROCESSES).')
+  flags.DEFINE_integer('process_id', int(os.environ['JAX_PROCESS_ID']) if 'JAX_PROCESS_ID' in os.environ else None,
+                       'This process (not needed on TPU VMs; default $JAX_PROCESS_ID).')
+  flags.DEFINE_integer('heartbeat_timeout', failures.HEARTBEAT_TIMEOUT, 'Seconds without a heartbeat after which '
+                       'a process counts as lost: the others then stop, with exit status 42 (restart).')
   flags.mark_flags_as_required(['config', 'workdir'])
   run_cli(main)

@@ -71,8 +71,9 @@ def start(args, name: str, *extra, log: str = None) -> subprocess.Popen:
   return subprocess.Popen(argv, cwd=ROOT, env=args.env, stdout=console_file, stderr=subprocess.STDOUT)
 
 
-def finish(process: subprocess.Popen, name: str, limit: float) -> None:
-  if process.wait(timeout=limit) != 0:
+def finish(process: subprocess.Popen, name: str, limit: float, stopped: bool = False) -> None:
+  """Waits for the run; it must end with status 0, or 42 where it was `stopped` by SIGTERM (saved, to resume)."""
+  if process.wait(timeout=limit) not in ((0, 42) if stopped else (0,)):
     raise SystemExit(f'resume_on_device: the {name} run exited with status {process.returncode}; see its log')
 
 
@@ -141,7 +142,7 @@ def main(argv=None):
   while not os.path.exists(first) and stopped.poll() is None:  # a checkpoint's folder appears when committed
     time.sleep(0.02)
   stopped.send_signal(signal.SIGTERM)
-  finish(stopped, 'stopped', 600)
+  finish(stopped, 'stopped', 600, stopped=True)
   finish(unbroken, 'unbroken', 900)
   stopped_at = re.search(r'SIGTERM at step (\d+)', console(args, 'stopped'))
   if not stopped_at:

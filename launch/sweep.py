@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from albert_jax import paths, stats
+from albert_jax import failures, paths, stats
 from launch import tpu
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -125,7 +125,7 @@ def run_local(sweep: dict, runs: list, root: paths.Path, dry_run: bool, attempts
         workdir.mkdir(parents=True, exist_ok=True)
         started = time.time()
         result = run_logged(argv, workdir / f'{what}.log')
-        if result.returncode:
+        if result.returncode not in (0, failures.RESTART):  # 42: stopped (SIGTERM, a transient failure), to resume
           raise SystemExit(f'{workdir.name}: {what} failed (exit {result.returncode}); see {workdir}/{what}.log')
         print(f'    {"finished" if finished(workdir, what) else "stopped early"} after {time.time() - started:.0f} s',
               flush=True)

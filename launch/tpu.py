@@ -22,17 +22,21 @@ the remote shell, which therefore never interprets a `$`, `;`, quote or space in
 """
 import argparse
 import configparser
+import dataclasses
+import json
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
 import time
 
-from albert_jax import accelerators
+from albert_jax import accelerators, failures
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 REMOTE_DIR = '$HOME/albert_jax'  # expanded by the remote shell; only our own fixed strings use it
 RUN_DIR = '$HOME/albert_run'
+TRAINING = '"[a]lbert_jax.train"'  # pgrep/pkill's pattern for the training processes (supervisor and child)
 CAPACITY = ('on-demand', 'preemptible', 'spot', 'reserved')
 
 
@@ -58,8 +62,11 @@ class Gcloud:
   def where(self) -> list:
     return [f'--zone={self.args.zone}'] + ([f'--project={self.args.project}'] if self.args.project else [])
 
-  def run(self, argv: list, check: bool = True, capture: bool = False, **popen) -> subprocess.CompletedProcess:
-    print(shlex.join(argv), flush=True)
+  def run(self, argv: list, check: bool = True, capture: bool = False, quiet: bool = False,
+          **popen) -> subprocess.CompletedProcess:
+    """`quiet`: not echoed (babysit's polls, every minute) unless this is a dry run."""
+    if self.dry_run or not quiet:
+      print(shlex.join(argv), flush=True)
     remote = next((a[len('--command='):] for a in argv if a.startswith('--command=')), None)
     if self.dry_run and remote:  # the same line unquoted once, as the worker's shell reads it
       print(f'#   remote shell: {remote}', flush=True)
@@ -141,14 +148,18 @@ def setup(g: Gcloud) -> None:
                     f'bash {REMOTE_DIR}/launch/worker_setup.sh {REMOTE_DIR}/.venv tpu,tf')
 
 
-def stop(g: Gcloud) -> None:
+def stop(g: Gcloud, graceful: bool = True) -> None:
   """Ends the training processes and frees the TPU: a process still holding /dev/accel* (v2-v4) or /dev/vfio
-  (v5, v6) makes the next start fail on that worker. On GKE: deletes the workload."""
+  (v5, v6) makes the next start fail on that worker. `graceful`: SIGTERM first, on which training saves a
+  checkpoint and exits, then SIGKILL for whatever still runs after 90 s (a frozen or hung process ignores SIGTERM);
+  else SIGKILL at once (babysit's restart of a run that has failed already). On GKE: deletes the workload."""
   if g.on_gke:
     g.run(xpk(g, 'workload', 'delete', f'--workload={workload_name(g.args)}'), check=False)
     return
   # "[a]lbert" matches the training process but not this shell, whose own command line holds the pattern.
-  g.on_every_worker('pkill -f "[a]lbert_jax.train" || true; '
+  wait = (f'pkill -f {TRAINING}; for i in $(seq 90); do pgrep -f {TRAINING} > /dev/null || break; sleep 1; done; '
+          if graceful else '')
+  g.on_every_worker(f'{wait}pkill -9 -f {TRAINING} || true; '
                     'sudo lsof -t /dev/accel* /dev/vfio/* 2>/dev/null | xargs -r sudo kill -9 || true')
 
 
@@ -249,8 +260,11 @@ def status(g: Gcloud) -> None:
   for node in g.nodes():
     g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'describe', node, *g.where(),
            '--format=value(state,health,acceleratorType)'], check=False)
-  g.on_every_worker(f'echo "$(hostname): exit code $(cat {RUN_DIR}/exit_code 2>/dev/null || echo -), '
-                    f'$(tail -n 1 {RUN_DIR}/train.log 2>/dev/null)"', check=False)
+  if g.dry_run:
+    g.on_every_worker(WORKER_STATUS, check=False)
+    return
+  for worker in workers(g):
+    print(worker.describe(), flush=True)
 
 
 def delete(g: Gcloud) -> None:
@@ -267,47 +281,176 @@ def delete(g: Gcloud) -> None:
 
 def pod_state(g: Gcloud) -> str:
   """READY, CREATING, PREEMPTED, TERMINATED, ... or MISSING; with several slices, the first that is not READY
-  (one preempted slice stops the whole job)."""
+  (one preempted slice stops the whole job). UNKNOWN where gcloud failed otherwise (the network, a quota on
+  requests): the next poll asks again."""
   states = []
   for node in g.nodes():
     result = g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'describe', node, *g.where(), '--format=value(state)'],
-                   check=False, capture=True)
-    states.append((result.stdout.strip() or 'MISSING') if result.returncode == 0 else 'MISSING')
+                   check=False, capture=True, quiet=True)
+    if result.returncode == 0:
+      states.append(result.stdout.strip() or 'MISSING')
+    else:
+      states.append('MISSING' if re.search(r'NOT_FOUND|not found', result.stderr or '') else 'UNKNOWN')
   return next((state for state in states if state != 'READY'), 'READY')
 
 
-def exit_code(g: Gcloud):
-  """Worker 0's training exit code, or None while it runs (or before it started)."""
-  result = g.run(g.ssh(f'cat {RUN_DIR}/exit_code 2>/dev/null || true', worker=0, node=g.nodes()[0]), check=False,
-                 capture=True)
-  text = result.stdout.strip()
-  return int(text) if text.lstrip('-').isdigit() else None
+# What each worker says of its training, one line: its number (GKE and the local pod set TPU_WORKER_ID; a TPU VM's
+# metadata server knows it), the exit code (- while it runs or before it started), whether a training process is
+# alive, the last "step N/M" its log shows, and the log's last line.
+WORKER_STATUS = (
+    'id=${TPU_WORKER_ID:-$(curl -sf -m 5 -H Metadata-Flavor:Google '
+    'http://metadata.google.internal/computeMetadata/v1/instance/attributes/agent-worker-number || hostname)}; '
+    f'code=$(cat {RUN_DIR}/exit_code 2>/dev/null || echo -); '
+    f'alive=$(pgrep -f {TRAINING} > /dev/null && echo 1 || echo 0); '
+    f'step=$(tail -n 300 {RUN_DIR}/train.log 2>/dev/null | grep -o "step [0-9]*/[0-9]*" | tail -n 1); '
+    f'last=$(tail -n 1 {RUN_DIR}/train.log 2>/dev/null | cut -c1-400); '
+    'echo "albert-worker|$id|$code|$alive|$step|$last"')
+
+
+@dataclasses.dataclass
+class Worker:
+  node: str
+  id: str
+  code: int | None  # training's exit status, None while it runs or if it never ended
+  alive: bool  # a training process runs
+  step: int | None  # the last step its log shows (worker 0's; the others print none)
+  last: str  # its log's last line
+
+  @property
+  def name(self) -> str:
+    return f'worker {self.id}' if self.node == self.node.split('-')[0] else f'{self.node} worker {self.id}'
+
+  def describe(self) -> str:
+    state = ('running' if self.alive else 'gone (no exit code: its process or machine died)') if self.code is None \
+        else f'exit code {self.code} ({MEANING.get(self.code) or ("killed by a signal" if self.code > 128 else "a bug")})'
+    return f'{self.name}: {state}' + (f', at step {self.step}' if self.step else '') + (
+        f'; its log ends: {self.last}' if self.last else '')
+
+
+MEANING = {0: 'finished', failures.BAD_INPUT: 'bad input', failures.RESTART: 'restartable'}
+
+
+def workers(g: Gcloud) -> list:
+  """Every worker's training as WORKER_STATUS reports it (one ssh per slice, on all its workers at once); a
+  worker that did not answer is left out."""
+  found = []
+  for node in g.nodes():
+    result = g.run(g.ssh(WORKER_STATUS, node=node), check=False, capture=True, quiet=True)
+    for line in result.stdout.splitlines():
+      if not line.startswith('albert-worker|'):
+        continue
+      _, worker, code, alive, step, last = (line.split('|', 5) + [''] * 6)[:6]
+      found.append(Worker(node, worker, int(code) if code.lstrip('-').isdigit() else None, alive == '1',
+                          int(step.split()[1].split('/')[0]) if step.startswith('step ') else None, last.strip()))
+  return sorted(found, key=lambda w: (w.node, int(w.id) if w.id.isdigit() else 0, w.id))
+
+
+def judge(found: list, hosts: int) -> tuple:
+  """What the workers' states call for: ('running' | 'finished' | 'bad input' | 'bug' | 'restart' | 'idle' |
+  'unknown', the workers it is about). Bad input and bugs end the job (a person must look); a restartable status,
+  a signal, or a worker whose training is gone while others run, restart it."""
+  if len(found) < hosts:
+    return 'unknown', []  # some worker did not answer (ssh failed): ask again at the next poll
+  by = lambda test: [w for w in found if test(w)]
+  if by(lambda w: w.code == failures.BAD_INPUT):
+    return 'bad input', by(lambda w: w.code == failures.BAD_INPUT)
+  if by(lambda w: w.code not in (None, 0, failures.RESTART) and w.code < 128):
+    return 'bug', by(lambda w: w.code not in (None, 0, failures.RESTART) and w.code < 128)
+  failed = by(lambda w: (w.code is not None and w.code >= 128) or (w.code is None and not w.alive))
+  restartable = by(lambda w: w.code == failures.RESTART)
+  if not by(lambda w: w.alive) and all(w.code == 0 or w.code is None for w in found) and by(lambda w: w.code == 0):
+    return 'finished', by(lambda w: w.code == 0)
+  if not by(lambda w: w.alive) and all(w.code is None for w in found):
+    return 'idle', found
+  if failed or restartable:  # the workers where it began first: killed or gone; those that saw it, after
+    return 'restart', failed or restartable
+  return 'running', []
+
+
+def checkpoint_progress(g: Gcloud) -> tuple:
+  """(the newest checkpoint's step, the last step recorded) from the run's goodput record in the workdir
+  (albert_jax/goodput.py), read with gcloud storage; (None, None) where it cannot be read."""
+  result = g.run(['gcloud', 'storage', 'cat', f'{g.args.workdir.rstrip("/")}/goodput.json'], check=False,
+                 capture=True, quiet=True)
+  try:
+    attempts = json.loads(result.stdout)['attempts']
+  except (ValueError, KeyError, TypeError):
+    return None, None
+  saves = [int(step) for attempt in attempts for step in attempt['saves']]
+  return max(saves, default=0), attempts[-1]['last_step'] if attempts else None
 
 
 def babysit(g: Gcloud) -> None:
-  """Keeps the job going through preemptions: while the pod is gone or preempted, delete it, create it again, set
-  it up and start the same training command (which resumes from the last checkpoint). Ends when training exits."""
+  """Keeps the job going until it finishes: a pod gone or preempted is deleted, created again, set up and started;
+  on a pod that is up, training that failed in a way worth restarting (exit status 42, a signal, a worker's
+  process gone) is stopped on every worker and started again, with backoff; both resume from the newest
+  checkpoint, and both count against --max_restarts. Bad input (status 2) and bugs end it, as does a finished
+  run. Every restart is one line: the cause, the worker, the step resumed from and the steps lost."""
   a = g.args
-  restarts = 0
+  restarts, stalled, seen_running = 0, 0, False
+  last_checkpoint = None
+
+  def restart(why: str, then) -> None:
+    nonlocal restarts, stalled, last_checkpoint
+    if restarts >= a.max_restarts:
+      raise SystemExit(f'{a.name}: gave up after {a.max_restarts} restarts (--max_restarts); the last: {why}')
+    restarts += 1
+    checkpoint, reached = checkpoint_progress(g)
+    stalled = stalled + 1 if checkpoint is not None and checkpoint == last_checkpoint else 0
+    last_checkpoint = checkpoint
+    where = ('resuming from the newest checkpoint' if checkpoint is None else
+             f'resuming from step {checkpoint}' if not checkpoint else
+             f'resuming from step {checkpoint}, the newest checkpoint')
+    lost = f' ({max(reached - checkpoint, 0)} steps since it to do again)' if None not in (checkpoint, reached) else ''
+    wait = min(a.poll_seconds * 2 ** (stalled - 1), 600) if stalled else 0
+    print(f'{a.name}: restart {restarts} of at most {a.max_restarts}: {why}; {where}{lost}'
+          + (f'; no new checkpoint since the last restart: waiting {wait:g} s first' if wait else ''), flush=True)
+    time.sleep(0 if g.dry_run else wait)
+    try:
+      then()
+    except SystemExit as e:  # gcloud failed (g.run): a network blip, a zone out of capacity; the next poll retries
+      print(f'{a.name}: {e}; trying again at the next poll', flush=True)
+
   while True:
     state = 'MISSING' if g.dry_run and restarts == 0 else pod_state(g)
     if state in ('MISSING', 'PREEMPTED', 'TERMINATED', 'STOPPED', 'FAILED'):
-      if restarts > a.max_restarts:
-        raise SystemExit(f'{a.name}: gave up after {a.max_restarts} re-creations')
-      print(f'{a.name} is {state}: (re)creating it, restart {restarts}', flush=True)
-      if state != 'MISSING':
-        delete(g)
-      create(g)
-      setup(g)
-      train(g)
-      restarts += 1
-    elif state == 'READY':
-      code = exit_code(g)
-      if code is not None:
-        print(f'{a.name}: training exited with code {code}', flush=True)
-        if code == 0 and a.delete_when_done:
+      def recreate():
+        if state != 'MISSING':
           delete(g)
-        raise SystemExit(code)
+        create(g)
+        setup(g)
+        train(g)
+      if seen_running or state != 'MISSING':
+        restart(f'the pod is {state}: creating it again', recreate)
+      else:
+        print(f'{a.name} does not exist: creating it, setting it up and starting training', flush=True)
+        recreate()
+      seen_running = True
+    elif state == 'READY':
+      found = workers(g) if not g.dry_run else []
+      what, which = judge(found, g.slice.hosts * a.num_slices) if not g.dry_run else ('running', [])
+      if what == 'finished':
+        print(f'{a.name}: training finished (exit code 0); {restarts} restart(s)', flush=True)
+        if a.delete_when_done:
+          delete(g)
+        raise SystemExit(0)
+      if what in ('bad input', 'bug'):
+        stop(g, graceful=False)
+        worker = which[0]
+        print(f'{a.name}: {worker.describe()}', flush=True)
+        raise SystemExit(f'{a.name}: training ended with {what} (exit code {worker.code}) on {worker.name}: not '
+                         f'restarted; fix it and run train (or babysit) again')
+      if what == 'restart':
+        origin = which[0]
+        stop(g, graceful=False)
+        restart(origin.describe(), lambda: train(g))
+      elif what == 'idle':
+        if seen_running:  # everything it ran is gone, with no exit code: the machines rebooted
+          restart('no training process on any worker and no exit code (the workers rebooted?)', lambda: train(g))
+        else:
+          print(f'{a.name}: nothing is training on the pod: starting it', flush=True)
+          train(g)
+      seen_running = seen_running or what in ('running', 'restart', 'idle')
     if g.dry_run:
       return
     time.sleep(a.poll_seconds)

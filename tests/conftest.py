@@ -145,7 +145,8 @@ def bucket(gcs_server) -> str:
 # --- the gcloud binary, which cannot exist here: a recording stand-in ---------------------------------------------
 
 # Records each call's argv; answers `describe` from a queue of states; for ssh, runs the start-training line in a
-# fake worker's home (as the remote shell would) and answers worker 0's exit-code query.
+# fake worker's home (as the remote shell would) and answers the workers' status query (launch.tpu.WORKER_STATUS)
+# for GCLOUD_WORKERS workers (default 8, a v3-64's), each with exit code GCLOUD_EXIT_CODE (none: running).
 STAND_IN = '''#!{python}
 import json, os, subprocess, sys
 argv = sys.argv[1:]
@@ -158,8 +159,10 @@ if 'describe' in argv:
 command = next((a[len('--command='):] for a in argv if a.startswith('--command=')), '')
 if command.startswith('mkdir -p $HOME/albert_run'):
     subprocess.run(['bash', '-c', command], env={{**os.environ, 'HOME': os.environ['WORKER_HOME']}}, check=True)
-if command.startswith('cat $HOME/albert_run/exit_code'):
-    print(os.environ.get('GCLOUD_EXIT_CODE', ''))
+if 'albert-worker|' in command:
+    code = os.environ.get('GCLOUD_EXIT_CODE', '-')
+    for worker in range(int(os.environ.get('GCLOUD_WORKERS', 8))):
+        print(f'albert-worker|{{worker}}|{{code}}|{{int(code == "-")}}|step 7/7|')
 '''
 
 # The worker's python: writes down the argv and environment it was started with.

@@ -44,8 +44,9 @@ def test_train_dry_run_pins_the_remote_command_with_an_awkward_override(accelera
   assert lines[1].startswith('#   remote shell: pkill') and lines[3].startswith('#   remote shell: mkdir')
   assert lines[::2] == [
       'gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all \'--command=pkill -f '
-      '"[a]lbert_jax.train" || true; sudo lsof -t /dev/accel* /dev/vfio/* 2>/dev/null | xargs -r sudo kill -9 || '
-      'true\'',
+      '"[a]lbert_jax.train"; for i in $(seq 90); do pgrep -f "[a]lbert_jax.train" > /dev/null || break; sleep 1; '
+      'done; pkill -9 -f "[a]lbert_jax.train" || true; sudo lsof -t /dev/accel* /dev/vfio/* 2>/dev/null | xargs -r '
+      'sudo kill -9 || true\'',
       'gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all ' + shlex.quote(
           '--command=mkdir -p $HOME/albert_run && cd $HOME/albert_jax && rm -f $HOME/albert_run/exit_code && '
           'nohup bash -c \'"$0" "$@" > $HOME/albert_run/train.log 2>&1; echo $? > $HOME/albert_run/exit_code\' '
@@ -78,14 +79,37 @@ def test_babysit_recreates_a_preempted_pod_and_stops_when_training_ends(gcloud, 
   with pytest.raises(SystemExit) as ended:
     tpu.main(['babysit', *COMMON, '--accelerator=v3-64', *RUN, '--poll_seconds=0', '--delete_when_done'])
   assert ended.value.code == 0
-  verbs = [' '.join(c[2:4]) if c[2] in ('tpu-vm', 'queued-resources') else c[0] for c in calls()]
+  verbs = [' '.join(c[2:4]) if c[2] in ('tpu-vm', 'queued-resources') else ' '.join(c[:2]) for c in calls()]
   assert verbs == ['tpu-vm describe',  # PREEMPTED
+                   'storage cat',  # the run's goodput record: the newest checkpoint, for the restart's line
                    'tpu-vm delete', 'tpu-vm create', 'tpu-vm scp', 'tpu-vm ssh',  # re-create and install
                    'tpu-vm ssh', 'tpu-vm ssh',  # stop stale processes, start training
                    'tpu-vm describe',  # CREATING: wait
-                   'tpu-vm describe', 'tpu-vm ssh',  # READY: worker 0's exit code is 0
+                   'tpu-vm describe', 'tpu-vm ssh',  # READY: every worker's training exited 0
                    'tpu-vm delete']
   assert (worker_home / 'argv.json').exists()
+
+
+def worker(number, code=None, alive=False, last=''):
+  return tpu.Worker('albert', str(number), code, alive, None, last)
+
+
+@pytest.mark.parametrize('states, verdict, about', [
+    ([(0, True), (None, True)], 'running', []),
+    ([(0, False), (0, False)], 'finished', [0, 1]),
+    ([(None, True), (0, False)], 'running', []),  # one still ending
+    ([(42, False), (None, False)], 'restart', [1]),  # worker 1 is gone (no exit code): it is where it began
+    ([(42, False), (137, False)], 'restart', [1]),  # killed by a signal
+    ([(42, False), (None, True)], 'restart', [0]),  # a hang ended on worker 0 while worker 1 waits
+    ([(2, False), (42, False)], 'bad input', [0]),  # never restarted
+    ([(1, False), (42, False)], 'bug', [0]),  # a person must look
+    ([(None, False), (None, False)], 'idle', [0, 1]),  # nothing started, or the machines rebooted
+])
+def test_babysit_judges_every_workers_state(states, verdict, about):
+  found = [worker(i, code, alive) for i, (code, alive) in enumerate(states)]
+  what, which = tpu.judge(found, hosts=2)
+  assert (what, [int(w.id) for w in which]) == (verdict, about)
+  assert tpu.judge(found[:1], hosts=2) == ('unknown', [])  # a worker that did not answer: ask again
 
 
 def test_logs_stream_every_worker(tmp_path):
