@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import fnmatch
 import glob as local_glob
+import logging
 import os
 import re
 import shutil
@@ -17,10 +18,12 @@ import stat
 import tempfile
 from typing import Iterator
 
+import aiohttp
 import fsspec
 from etils import epath
 from etils.epath import gpath
 
+from albert_jax import failures
 from albert_jax.errors import ConfigError
 
 # One client for gs:// whether or not TensorFlow is installed: gcsfs, the one the tests run against a GCS server.
@@ -30,6 +33,15 @@ gpath._is_tf_installed.cache_clear()  # pylint: disable=protected-access
 # No listing cache: other hosts and processes write the same bucket (a host-0 marker, a new checkpoint, a result), and
 # gcsfs would answer "no such file" from a listing it made before they did.
 fsspec.config.conf.setdefault('gs', {}).setdefault('use_listings_cache', False)
+# gcsfs retries Cloud Storage's transient errors (408, 429, 5xx, a dropped connection) six times with backoff, but
+# waits for an answer without end by default: a request that stalls would hold the run forever. A connection must
+# open in 30 s and bytes keep coming at least every 60 s; else the request fails and is retried like the others.
+fsspec.config.conf['gs'].setdefault('requests_timeout', aiohttp.ClientTimeout(sock_connect=30, sock_read=60))
+# gcsfs logs a traceback when it gives up on a request, then raises the error, which says it again: the run's one
+# line (failures.py) is what a user reads, not the log's traceback before it.
+logging.getLogger('gcsfs').addFilter(
+    lambda record: 'out of retries on exception' not in record.getMessage()
+    and 'non-retriable exception' not in record.getMessage())
 
 Path = epath.Path
 
@@ -244,6 +256,8 @@ def check_reachable(*names) -> None:
     try:
       found = epath.Path(f'gs://{bucket}').exists()
     except Exception as e:  # pylint: disable=broad-except  (permission denied, network, ...: the client's own words)
+      if failures.transient(e):  # Cloud Storage failing still after the client's retries: not the user's path
+        raise
       raise PathError(f'gs://{bucket} cannot be reached ({type(e).__name__}: {" ".join(str(e).split())[:200]}): '
                       f'check the bucket name and that this machine\'s account may read and write it.') from None
     if not found:

@@ -26,6 +26,7 @@ from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
+from albert_jax.errors import ConfigError
 from albert_jax.summary import training_flops_per_sequence
 
 def all_hosts(data_state: dict) -> dict:
@@ -113,6 +114,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     if restored:
       first_step, state, data_state = restored
+      if len(data_state['hosts']) != hosts:  # each host reads its own share: it depends on how many there are
+        raise ConfigError(f'{workdir} was trained on {len(data_state["hosts"])} host(s), this run has {hosts}: a run '
+                          f'resumes on the host count it started with (the same slice), or use a new --workdir.')
       train_data.restore(data_state['hosts'][host])
       say(f'resumed from step {first_step} in {workdir}' +
           (f' (its own checkpoints come first: config.init {config.init} gave the shape, its weights are not read)'

@@ -178,12 +178,14 @@ def workload_name(args) -> str:
 
 def train_command(args) -> str:
   """The remote shell line that starts training on one worker, detached. Every user-supplied string is quoted;
-  the inner `bash -c` script is fixed text that runs its arguments as one command ("$0" "$@")."""
+  the inner `bash -c` script is fixed text that runs its arguments as one command ("$0" "$@"). The braces put
+  only the nohup command in the background: `a && b &` would run the whole list in a background subshell that
+  keeps ssh's output open, and ssh would wait for training to end."""
   argv = training_argv(args)
   quoted = ' '.join(f'"{REMOTE_DIR}/.venv/bin/python"' if x == 'python' else shlex.quote(x) for x in argv)
   script = f'"$0" "$@" > {RUN_DIR}/train.log 2>&1; echo $? > {RUN_DIR}/exit_code'
   return (f'mkdir -p {RUN_DIR} && cd {REMOTE_DIR} && rm -f {RUN_DIR}/exit_code && '
-          f"nohup bash -c '{script}' {quoted} < /dev/null > /dev/null 2>&1 &")
+          f"{{ nohup bash -c '{script}' {quoted} < /dev/null > /dev/null 2>&1 & }}")
 
 
 def train(g: Gcloud) -> None:
@@ -323,8 +325,9 @@ class Worker:
   def describe(self) -> str:
     state = ('running' if self.alive else 'gone (no exit code: its process or machine died)') if self.code is None \
         else f'exit code {self.code} ({MEANING.get(self.code) or ("killed by a signal" if self.code > 128 else "a bug")})'
+    last = self.last.split('; exit status ')[0]  # the run's own line: what follows says what babysit does
     return f'{self.name}: {state}' + (f', at step {self.step}' if self.step else '') + (
-        f'; its log ends: {self.last}' if self.last else '')
+        f'; its log ends: {last}' if last else '')
 
 
 MEANING = {0: 'finished', failures.BAD_INPUT: 'bad input', failures.RESTART: 'restartable'}
@@ -368,16 +371,21 @@ def judge(found: list, hosts: int) -> tuple:
 
 
 def checkpoint_progress(g: Gcloud) -> tuple:
-  """(the newest checkpoint's step, the last step recorded) from the run's goodput record in the workdir
-  (albert_jax/goodput.py), read with gcloud storage; (None, None) where it cannot be read."""
-  result = g.run(['gcloud', 'storage', 'cat', f'{g.args.workdir.rstrip("/")}/goodput.json'], check=False,
+  """(the newest whole checkpoint's step, 0 if none, the last step the run's goodput record shows), each None
+  where gcloud storage cannot tell. Whole: orbax's commit_success.txt is in its folder (a save still being written
+  when training stopped has none, and the run resumes from the one before)."""
+  workdir = g.args.workdir.rstrip('/')
+  listed = g.run(['gcloud', 'storage', 'ls', f'{workdir}/checkpoints/*/commit_success.txt'], check=False,
                  capture=True, quiet=True)
+  steps = [int(step) for step in re.findall(r'/checkpoints/(\d+)/commit_success\.txt', listed.stdout or '')]
+  none_yet = 'matched no objects' in (listed.stderr or '')
+  checkpoint = max(steps) if steps else (0 if none_yet else None)
+  record = g.run(['gcloud', 'storage', 'cat', f'{workdir}/goodput.json'], check=False, capture=True, quiet=True)
   try:
-    attempts = json.loads(result.stdout)['attempts']
-  except (ValueError, KeyError, TypeError):
-    return None, None
-  saves = [int(step) for attempt in attempts for step in attempt['saves']]
-  return max(saves, default=0), attempts[-1]['last_step'] if attempts else None
+    reached = json.loads(record.stdout)['attempts'][-1]['last_step']
+  except (ValueError, KeyError, TypeError, IndexError):
+    reached = None
+  return checkpoint, reached
 
 
 def babysit(g: Gcloud) -> None:
@@ -390,18 +398,21 @@ def babysit(g: Gcloud) -> None:
   restarts, stalled, seen_running = 0, 0, False
   last_checkpoint = None
 
-  def restart(why: str, then) -> None:
+  def restart(why: str, then, found=()) -> None:
+    """One line (why, the step resumed from, the steps lost), backoff if no checkpoint came since the last
+    restart, then `then` (which starts training again)."""
     nonlocal restarts, stalled, last_checkpoint
     if restarts >= a.max_restarts:
       raise SystemExit(f'{a.name}: gave up after {a.max_restarts} restarts (--max_restarts); the last: {why}')
     restarts += 1
-    checkpoint, reached = checkpoint_progress(g)
+    checkpoint, recorded = checkpoint_progress(g)
+    reached = max([s for s in [recorded] + [w.step for w in found] if s is not None], default=None)
     stalled = stalled + 1 if checkpoint is not None and checkpoint == last_checkpoint else 0
     last_checkpoint = checkpoint
-    where = ('resuming from the newest checkpoint' if checkpoint is None else
-             f'resuming from step {checkpoint}' if not checkpoint else
-             f'resuming from step {checkpoint}, the newest checkpoint')
-    lost = f' ({max(reached - checkpoint, 0)} steps since it to do again)' if None not in (checkpoint, reached) else ''
+    where = ('resuming from the newest whole checkpoint' if checkpoint is None else
+             f'resuming from step {checkpoint}' + (', the newest whole checkpoint' if checkpoint else
+                                                   ' (no whole checkpoint yet)'))
+    lost = (f': {max(reached - checkpoint, 0)} steps to compute again' if None not in (checkpoint, reached) else '')
     wait = min(a.poll_seconds * 2 ** (stalled - 1), 600) if stalled else 0
     print(f'{a.name}: restart {restarts} of at most {a.max_restarts}: {why}; {where}{lost}'
           + (f'; no new checkpoint since the last restart: waiting {wait:g} s first' if wait else ''), flush=True)
@@ -443,7 +454,7 @@ def babysit(g: Gcloud) -> None:
       if what == 'restart':
         origin = which[0]
         stop(g, graceful=False)
-        restart(origin.describe(), lambda: train(g))
+        restart(origin.describe(), lambda: train(g), found)
       elif what == 'idle':
         if seen_running:  # everything it ran is gone, with no exit code: the machines rebooted
           restart('no training process on any worker and no exit code (the workers rebooted?)', lambda: train(g))

@@ -136,6 +136,48 @@ def gcs_server():
     server.process.wait(timeout=10)
 
 
+class FaultyGcs:
+  """The GCS server behind tests/gcs_faults.py's proxy, which fails a seeded share of requests (503, 429, a dropped
+  connection, an answer lost, a slow answer); `env` points a subprocess's storage clients at the proxy."""
+
+  def __init__(self, server: GcsServer, rate: float, seed: int):
+    import socket
+    import subprocess
+    with socket.socket() as s:
+      s.bind(('127.0.0.1', 0))
+      port = s.getsockname()[1]
+    self.url = f'http://127.0.0.1:{port}'
+    self.process = subprocess.Popen([sys.executable, str(ROOT / 'tests' / 'gcs_faults.py'), server.url, str(port),
+                                     str(rate), str(seed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    self.env = {**os.environ, **{k: self.url if v == server.url else v for k, v in server.env.items()}}
+    self.report()  # up
+
+  def report(self, **change) -> dict:
+    """What the proxy did so far; with `rate` (and `methods`, comma-separated) changes what it does first."""
+    import time
+    import urllib.parse
+    import urllib.request
+    query = urllib.parse.urlencode(change)
+    for _ in range(200):
+      try:
+        request = urllib.request.Request(f'{self.url}/__faults__?{query}', method='POST' if change else 'GET')
+        return json.loads(urllib.request.urlopen(request, timeout=10).read())
+      except OSError:
+        time.sleep(0.05)
+    raise RuntimeError(f'the faulty GCS proxy did not start on {self.url}')
+
+
+@pytest.fixture
+def faulty_gcs(gcs_server):
+  """A proxy failing 12% of requests, seeded, in front of the session's GCS server."""
+  proxy = FaultyGcs(gcs_server, rate=0.12, seed=1234)
+  try:
+    yield proxy
+  finally:
+    proxy.process.terminate()
+    proxy.process.wait(timeout=10)
+
+
 @pytest.fixture
 def bucket(gcs_server) -> str:
   """A new, empty bucket on the test GCS server: 'gs://NAME'."""

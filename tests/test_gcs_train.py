@@ -69,12 +69,18 @@ def in_bucket(inputs, bucket):
 
 
 @pytest.fixture(scope='module')
-def local_run(inputs, tiny_config, tmp_path_factory):
-  """The same run with every path local, uninterrupted: the trajectory the bucket run must reproduce."""
+def local_workdir(inputs, tiny_config, tmp_path_factory):
+  """The same run with every path local, uninterrupted: the trajectory and held-out figures the bucket runs must
+  reproduce."""
   workdir = tmp_path_factory.mktemp('local')
   finish(pretrain(tiny_config, workdir, f'--config.train.num_steps={STEPS}', f'--config.data.vocab={inputs}/vocab.model',
                   f'--config.data.source=lines:{inputs}/corpus/*.txt', cwd=workdir))
-  return read_scalars(workdir)['loss']
+  return workdir
+
+
+@pytest.fixture(scope='module')
+def local_run(local_workdir):
+  return read_scalars(local_workdir)['loss']
 
 
 def test_pod_command_in_a_bucket_killed_damaged_and_resumed_equals_the_local_run(
@@ -132,6 +138,67 @@ def test_pod_command_in_a_bucket_killed_damaged_and_resumed_equals_the_local_run
 
   # Nothing landed on local disk under a folder named after the URL.
   assert not [p for p in tmp_path.rglob('gs:*')] and not (ROOT / 'gs:').exists()
+
+
+def committed(workdir) -> list:
+  """The checkpoint steps orbax has committed in a bucket (commit_success.txt marks one whole)."""
+  return sorted(int(f.name) for f in paths.path(f'{workdir}/checkpoints').iterdir()
+                if f.name.isdigit() and (f / 'commit_success.txt').exists())
+
+
+def test_a_run_through_failing_storage_killed_mid_save_resumes_to_the_local_runs_figures(
+    local_workdir, inputs, tiny_config, faulty_gcs, bucket, tmp_path):
+  """Every reader and writer of a run (the corpus and its index, the vocabulary, config.json and run.json,
+  checkpoints through tensorstore, TensorBoard files, the goodput record, result.json) through a server failing 12%
+  of requests, seeded: 503, 429, connections dropped before or after the request is done, slow answers. The clients'
+  retries hold; the run, killed while a checkpoint is being written, resumes from the newest whole one, and ends
+  with the local uninterrupted run's trajectory and held-out figures."""
+  workdir = f'{bucket}/runs/faults'
+  args = (f'--config.train.num_steps={STEPS}', '--config.train.checkpoint_every=20', *in_bucket(inputs, bucket))
+  killed = pretrain(tiny_config, workdir, *args, cwd=tmp_path, env=faulty_gcs.env)
+  deadline = time.time() + 600
+  while not (paths.path(f'{workdir}/checkpoints/40').exists() and 20 in committed(workdir)):
+    assert killed.poll() is None and time.time() < deadline, killed.communicate()[1][-3000:]
+    time.sleep(0.05)
+  killed.send_signal(signal.SIGKILL)  # checkpoint 40 is being written (or just whole: then it is the newest)
+  killed.communicate(timeout=60)
+  newest = committed(workdir)[-1]
+  half_written = not (paths.path(f'{workdir}/checkpoints/40') / 'commit_success.txt').exists()
+
+  out, err = finish(pretrain(tiny_config, workdir, *args, cwd=tmp_path, env=faulty_gcs.env))
+  assert f'resumed from step {newest}' in out and 'Traceback' not in err, err[-3000:]
+  if half_written:  # never taken for a checkpoint, and cleaned away when the run wrote step 40 again
+    assert newest == 20 and 40 in committed(workdir)
+
+  faults = faulty_gcs.report()
+  assert faults['faults'] >= 0.10 * faults['requests'] and faults['requests'] > 500, faults
+  assert all(faults[kind] > 0 for kind in ('503', '429', 'drop', 'lost_answer', 'slow')), faults
+  assert faults['by_method']['POST']['faults'] > 5 and faults['by_method']['GET']['faults'] > 5, faults
+
+  # What it wrote is all there, and the figures are the local run's.
+  written = {name for name in paths.files_under(workdir) if '/' not in name}
+  assert {'config.json', 'run.json', 'result.json', 'goodput.json'} <= written, written
+  assert len(paths.listing(f'{bucket}/inputs/corpus/.albert_index/lines-v1/part-*.json')) == 1  # one host's part
+  losses, local = scalars_in(workdir, tmp_path / 'read-back')['loss'], read_scalars(local_workdir)['loss']
+  np.testing.assert_array_equal([losses[s] for s in range(1, STEPS + 1)], [local[s] for s in range(1, STEPS + 1)])
+  result = json.loads(paths.path(f'{workdir}/result.json').read_text())
+  assert result == json.loads((local_workdir / 'result.json').read_text())
+  attempts = json.loads(paths.path(f'{workdir}/goodput.json').read_text())['attempts']
+  assert [a['first_step'] for a in attempts] == [0, newest] and attempts[-1]['last_step'] == STEPS
+
+
+def test_storage_failing_past_the_clients_retries_ends_the_run_with_status_42(tiny_config, builtin_tokenizer,
+                                                                              faulty_gcs, bucket, tmp_path):
+  """An outage of writes that outlasts gcsfs's six tries (about 30 s of backoff): the run stops with one line and
+  the restartable status, not a traceback or the bad-input status."""
+  faulty_gcs.report(rate=1.0, methods='POST,PUT,PATCH,DELETE')
+  run = pretrain(tiny_config, f'{bucket}/runs/outage', '--config.train.num_steps=20', cwd=tmp_path,
+                 env=faulty_gcs.env)
+  out, err = run.communicate(timeout=300)
+  assert run.returncode == 42, err[-3000:]
+  last = err.rstrip().splitlines()[-1]
+  assert last.startswith('error: ') and 'exit status 42: run the same command again' in last, err[-3000:]
+  assert 'Traceback' not in err and 'parameters, mesh' not in out
 
 
 HostPipeline = pipeline.Pipeline  # the real one, kept before a test replaces it in train

@@ -49,10 +49,10 @@ def test_train_dry_run_pins_the_remote_command_with_an_awkward_override(accelera
       'sudo kill -9 || true\'',
       'gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker=all ' + shlex.quote(
           '--command=mkdir -p $HOME/albert_run && cd $HOME/albert_jax && rm -f $HOME/albert_run/exit_code && '
-          'nohup bash -c \'"$0" "$@" > $HOME/albert_run/train.log 2>&1; echo $? > $HOME/albert_run/exit_code\' '
+          '{ nohup bash -c \'"$0" "$@" > $HOME/albert_run/train.log 2>&1; echo $? > $HOME/albert_run/exit_code\' '
           'env TFDS_DATA_DIR=gs://my-bucket/tfds "$HOME/albert_jax/.venv/bin/python" -m albert_jax.train '
           '--config=configs/xxlarge.py --workdir=gs://my-bucket/xxlarge --distributed ' +
-          ' '.join(shlex.quote(x) for x in AWKWARD) + ' < /dev/null > /dev/null 2>&1 &')]
+          ' '.join(shlex.quote(x) for x in AWKWARD) + ' < /dev/null > /dev/null 2>&1 & }')]
 
 
 def test_awkward_overrides_reach_the_remote_python_unchanged(gcloud, tmp_path):
@@ -81,7 +81,7 @@ def test_babysit_recreates_a_preempted_pod_and_stops_when_training_ends(gcloud, 
   assert ended.value.code == 0
   verbs = [' '.join(c[2:4]) if c[2] in ('tpu-vm', 'queued-resources') else ' '.join(c[:2]) for c in calls()]
   assert verbs == ['tpu-vm describe',  # PREEMPTED
-                   'storage cat',  # the run's goodput record: the newest checkpoint, for the restart's line
+                   'storage ls', 'storage cat',  # the newest whole checkpoint, the last step: the restart's line
                    'tpu-vm delete', 'tpu-vm create', 'tpu-vm scp', 'tpu-vm ssh',  # re-create and install
                    'tpu-vm ssh', 'tpu-vm ssh',  # stop stale processes, start training
                    'tpu-vm describe',  # CREATING: wait

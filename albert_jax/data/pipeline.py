@@ -346,13 +346,17 @@ class Pipeline:
             'split': self.split, 'streams': [[s.epoch, s.position, s.offset] for s in self.streams]}
 
   def restore(self, state: dict) -> None:
+    """Resumes at the batch `state` (this host's, from a checkpoint) was saved before; settings that would change
+    which documents this host reads are refused (ConfigError)."""
     mine = self.state()
     for key in ('seed', 'host', 'host_count', 'split'):
       if state[key] != mine[key]:
-        raise ValueError(f'data state was saved with {key}={state[key]!r}, this run has {mine[key]!r}; a run must '
-                         f'resume with the data settings and host count it started with.')
+        raise ConfigError(f'the checkpoint\'s data state was saved with {key}={state[key]!r}, this run has '
+                          f'{mine[key]!r}: a run resumes with the data settings and host count it started with '
+                          f'(or use a new --workdir).')
     if len(state['streams']) != len(self.streams):
-      raise ValueError(f'data state has {len(state["streams"])} sources, data.source now has {len(self.streams)}.')
+      raise ConfigError(f'the checkpoint\'s data state has {len(state["streams"])} sources, data.source now has '
+                        f'{len(self.streams)}: resume with the sources the run started with (or use a new --workdir).')
     self.step = state['step']
     for stream, (epoch, position, offset) in zip(self.streams, state['streams']):
       stream.epoch, stream.position, stream.offset = epoch, position, offset

@@ -1,0 +1,158 @@
+"""launch.tpu on a local pod (tests/local_pod.py: each worker a namespace of this machine, gcloud a stand-in that
+runs the ssh commands there), training for real over 127.0.0.1 with its workdir in a Cloud Storage server that fails
+a tenth of its requests; and chaos on it: a worker's training killed (the out-of-memory killer's way), worker 0
+lost whole, a worker frozen (SIGSTOP). babysit restarts each; the run ends with the figures of an unbroken one,
+every checkpoint restorable, and a goodput record that counts each restart."""
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from albert_jax import paths
+from conftest import ROOT
+from local_pod import Pod
+from test_gcs_train import in_bucket, inputs  # noqa: F401  (inputs: the corpus and vocabulary, a fixture)
+
+HOSTS, STEPS, EVERY = 2, 120, 20  # a v3-16's two workers
+POD = ['--name=pod', '--zone=local-a', '--accelerator=v3-16']
+TRAIN = ['--config.data.max_seq_length=64', '--config.model.max_position_embeddings=64',
+         '--config.train.batch_size=8', f'--config.train.num_steps={STEPS}', '--config.train.warmup_steps=5',
+         '--config.train.log_every=2', '--config.train.eval_every=1000', '--config.train.eval_batches=1',
+         f'--config.train.checkpoint_every={EVERY}', '--config.train.fill_mask_text=',
+         '--config.train.fill_mask_word=', '--heartbeat_timeout=10']
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+@pytest.fixture
+def local_pod(tmp_path, faulty_gcs, monkeypatch):
+  """An empty local pod of v3-16 slices (two workers of two CPU devices each), its storage the failing server; the
+  `gcloud` on PATH drives it. Its namespaces, and so every process in them, end with the test."""
+  faulty_gcs.report(rate=0.10)
+  env = {k: v for k, v in faulty_gcs.env.items() if not k.startswith(('XLA_', 'JAX_', 'PYTEST', 'TPU_'))}
+  env.update(XLA_FLAGS='--xla_force_host_platform_device_count=2', JAX_PLATFORMS='cpu',
+             JAX_COMPILATION_CACHE_DIR=os.environ['JAX_COMPILATION_CACHE_DIR'])
+  pod = Pod.make(tmp_path / 'pod', HOSTS, free_port(), env)
+  for name, value in pod.gcloud_on_path(tmp_path / 'bin').items():
+    monkeypatch.setenv(name, value)
+  try:
+    yield pod
+  finally:
+    pod.end()
+
+
+def launch(*argv, **popen):
+  return subprocess.Popen([sys.executable, '-m', 'launch.tpu', *argv], cwd=ROOT, text=True, **popen)
+
+
+def unbroken(inputs, tiny_config, workdir):  # noqa: F811
+  """The same training as two local processes with nothing in their way: the figures the pod's run must end with."""
+  port, data = free_port(), [f'--config.data.vocab={inputs}/vocab.model',
+                             f'--config.data.source=lines:{inputs}/corpus/*.txt']
+  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=2'}
+  hosts = [subprocess.Popen([sys.executable, '-m', 'albert_jax.train', '--config=configs/tiny.py',
+                             f'--workdir={workdir}', *TRAIN, *data, '--distributed',
+                             f'--coordinator_address=127.0.0.1:{port}', '--num_processes=2', f'--process_id={i}'],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+           for i in range(HOSTS)]
+  for host in hosts:
+    out, err = host.communicate(timeout=600)
+    assert host.returncode == 0, err[-3000:]
+  return json.loads((workdir / 'result.json').read_text())
+
+
+def step_reached(pod: Pod) -> int:
+  """The last step worker 0's log shows in this attempt (its log starts anew with each start)."""
+  log = os.path.join(pod.vm('pod', 0)['home'], 'albert_run', 'train.log')
+  found = re.findall(r'step (\d+)/', open(log).read()) if os.path.exists(log) else []
+  return int(found[-1]) if found else -1
+
+
+def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_worker_and_storage_faults(
+    local_pod, inputs, tiny_config, faulty_gcs, bucket, tmp_path):  # noqa: F811
+  expected = unbroken(inputs, tiny_config, tmp_path / 'unbroken')
+  workdir = f'{bucket}/runs/chaos'
+  run = [*POD, '--config=configs/tiny.py', f'--workdir={workdir}']
+  created = launch('create', *POD)
+  assert created.wait(timeout=60) == 0
+  console = open(tmp_path / 'babysit.log', 'w')
+  babysit = launch('babysit', *run, '--poll_seconds=1', '--max_restarts=8', '--', *TRAIN, *in_bucket(inputs, bucket),
+                   stdout=console, stderr=subprocess.STDOUT)
+
+  def once_at(step: int, fault) -> int:
+    deadline = time.time() + 400
+    while step_reached(local_pod) < step:
+      assert babysit.poll() is None and time.time() < deadline, open(tmp_path / 'babysit.log').read()[-3000:]
+      time.sleep(0.1)
+    reached = step_reached(local_pod)
+    fault()
+    while step_reached(local_pod) >= reached:  # until babysit has started the run again (a new log)
+      assert babysit.poll() is None and time.time() < deadline, open(tmp_path / 'babysit.log').read()[-3000:]
+      time.sleep(0.1)
+    return reached
+
+  draw = random.Random(7)  # the faults' steps, seeded: one in each third of the run
+  steps = [draw.randrange(21, 40), draw.randrange(46, 80), draw.randrange(86, 112)]
+  children = lambda worker: [pid for pid in local_pod.processes('pod', worker)
+                             if 'ALBERT_JAX_SUPERVISED=1' in open(f'/proc/{pid}/environ', 'rb').read().decode()]
+  reached = [
+      once_at(steps[0], lambda: [os.kill(pid, signal.SIGKILL) for pid in children(1)]),  # as the OOM killer does
+      once_at(steps[1], lambda: local_pod.signal('pod', 0, signal.SIGKILL)),  # worker 0 lost, with its wrapper
+      once_at(steps[2], lambda: local_pod.signal('pod', 1, signal.SIGSTOP)),  # a frozen VM: no heartbeats
+  ]
+  assert babysit.wait(timeout=600) == 0, open(tmp_path / 'babysit.log').read()[-4000:]
+  console.close()
+  said = open(tmp_path / 'babysit.log').read()
+
+  # One line per restart: the worker, the cause, the step resumed from and the steps lost.
+  restarts = [line for line in said.splitlines() if re.match(r'pod: restart \d of at most 8: ', line)]
+  assert len(restarts) == 3, said[-4000:]
+  assert 'worker 1: exit code 137 (killed by a signal)' in restarts[0], restarts[0]
+  assert 'worker 0: gone (no exit code' in restarts[1], restarts[1]
+  assert re.search(r'worker 0: exit code 42 \(restartable\).*lost host 1: it stopped sending heartbeats',
+                   restarts[2]), restarts[2]
+  resumed = [int(re.search(r'resuming from step (\d+)', line).group(1)) for line in restarts]
+  for step, line in zip(resumed, restarts):
+    assert step % EVERY == 0 and re.search(r'resuming from step \d+(, the newest whole checkpoint| \(no whole '
+                                           r'checkpoint yet\)): \d+ steps to compute again', line), line
+  assert 'training finished (exit code 0); 3 restart(s)' in said
+
+  # The figures of the unbroken run; every checkpoint whole and restorable, with both hosts' data positions.
+  assert json.loads(paths.path(f'{workdir}/result.json').read_text()) == expected
+  import jax
+  import orbax.checkpoint as ocp
+  steps = sorted(int(p.name) for p in paths.path(f'{workdir}/checkpoints').iterdir()
+                 if p.name.isdigit() and (p / 'commit_success.txt').exists())
+  assert steps and steps[-1] == STEPS and not [p for p in paths.path(f'{workdir}/checkpoints').iterdir()
+                                               if p.name.isdigit() and int(p.name) not in steps]  # none half-written
+  here = jax.sharding.SingleDeviceSharding(jax.devices()[0])  # written by two processes, read back on one device
+  for step in steps:
+    state = f'{workdir}/checkpoints/{step}/state'
+    saved = ocp.StandardCheckpointer().metadata(state).item_metadata
+    target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=here), saved)
+    assert int(ocp.StandardCheckpointer().restore(state, target)['step']) == step
+    data = json.loads(paths.path(f'{workdir}/checkpoints/{step}/data/metadata').read_text())
+    assert [h['step'] for h in data['hosts']] == [step, step]
+
+  # The goodput record: four attempts, each resumed from the newest checkpoint that was whole when its run stopped
+  # (babysit's line says which, from the bucket's listing): no restart lost more than the steps since it.
+  attempts = json.loads(paths.path(f'{workdir}/goodput.json').read_text())['attempts']
+  assert [a['first_step'] for a in attempts] == [0, *resumed]
+  assert all(resume <= fault_step for resume, fault_step in zip(resumed, reached))
+  report = subprocess.run([sys.executable, '-m', 'albert_jax.goodput', workdir], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, 'PYTHONPATH': str(ROOT)})
+  assert report.returncode == 0 and '(4 attempts, 3 restarts)' in report.stdout, report.stderr
+  assert re.search(r'restarts .* down [\d:]+, start-up [\d:]+, \d+ steps recomputed', report.stdout), report.stdout
+  faults = faulty_gcs.report()
+  assert faults['faults'] >= 0.09 * faults['requests'], faults  # the storage failed throughout
