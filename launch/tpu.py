@@ -6,17 +6,21 @@
       --config=configs/xxlarge.py --workdir=gs://BUCKET/runs/xxlarge --tfds_data_dir=gs://BUCKET/tfds \\
       -- --config.train.batch_size=4096 --config.data.vocab=gs://BUCKET/vocab.model
   python -m launch.tpu logs | status | stop | delete   --name=... --zone=... --accelerator=...
-  python -m launch.tpu babysit --name=... (the train arguments)   # re-creates a preempted pod and resumes
+  python -m launch.tpu babysit --name=... (the train arguments)   # restarts what fails, until it finishes
 
 Every command takes --dry-run: it prints the gcloud command lines it would run, and runs nothing.
 
 Several TPU7x slices (--num_slices with a tpu7x accelerator) are joined by GKE, not by Cloud TPU's queued resources
 (which Cloud's docs say TPU7x does not support): there the commands drive XPK instead (`xpk cluster create`, then
-`xpk workload create` from this checkout on a Python image, restarted by JobSet up to --max_restarts times).
+`xpk workload create` from this checkout on a Python image, restarted by JobSet up to --max_restarts times; xpk's
+JobSet restarts on exit status 42 and 127-255 and fails the workload on any other, so a bad input's 2 is not
+restarted).
 
 Training runs detached on each worker (nohup), so a dropped ssh connection does not stop it; each worker logs to
-~/albert_run/train.log, and `logs` streams all of them into logs/NAME/worker-N.log. The job resumes from the
-newest checkpoint in --workdir, so `babysit` only has to bring a pod back and start the same command again.
+~/albert_run/train.log beside its exit code, and `logs` streams all of them into logs/NAME/worker-N.log. The job
+resumes from the newest checkpoint in --workdir, so `babysit` only has to bring a pod back, or stop training on
+every worker, and start the same command again; it does so for the exit statuses worth restarting
+(albert_jax/failures.py), a signal, or a worker's training gone.
 Arguments after `--` reach the training process on every worker as exactly the same strings: each is quoted for
 the remote shell, which therefore never interprets a `$`, `;`, quote or space in them.
 """
