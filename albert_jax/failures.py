@@ -78,9 +78,11 @@ def _lost_hosts(text: str) -> str | None:
   if 'Terminating process because the JAX distributed service' not in text and 'coordination' not in text:
     return None
   if (found := re.search(r'stopped sending heartbeats\):\s*((?:[\w/:]*?\d+\s*)+)', text)):
-    hosts = sorted({int(n) for n in re.findall(r'(\d+)\s', found.group(1) + ' ')})
-    return f'lost host{"s" * (len(hosts) > 1)} {", ".join(map(str, hosts))}: it stopped sending heartbeats (a ' \
-           f'process killed, a machine gone or frozen)'
+    listed = found.group(1)  # task numbers, one a line (jaxlib 0.10), or /job:NAME/replica:0/task:N (older ones)
+    hosts = sorted({int(n) for n in re.findall(r'task:(\d+)' if 'task:' in listed else r'(\d+)\s', listed + ' ')})
+    several = len(hosts) > 1
+    return (f'lost host{"s" * several} {", ".join(map(str, hosts))}: {"they" if several else "it"} stopped sending '
+            f'heartbeats (a process killed, a machine gone or frozen)')
   if 'RegisterTask' in text:
     return 'not every host joined within the initialization timeout (a host that did not start, or started late)'
   if (found := re.search(r'Shutdown barrier has failed.*?timed out task names:\s*((?:\d+\s*)+)', text, re.S)):
@@ -141,9 +143,10 @@ class Watchdog:
   """Ends a run that stops making progress while its processes still answer heartbeats: a read that never returns,
   a wedged collective or device. It watches the loop's current phase (goodput.Clock's): when a step, a batch or an
   evaluation has lasted longer than its limit, it prints where the main thread was, one line saying what the run was
-  waiting for, and exits with status 42. The first of each kind of phase in a process is not bounded (it may
-  compile, or start the data's workers); compiling and saving checkpoints never are. The limit is `limit` seconds,
-  or where that is 0, `factor` times the longest of that kind so far and at least `floor` seconds."""
+  waiting for, and exits with status 42. Nothing is bounded before the process's first step is done, nor the first
+  phase of each kind (it may compile, or start the data's workers); compiling and saving checkpoints never are.
+  The limit is `limit` seconds, or where that is 0, `factor` times the longest of that kind so far and at least
+  `floor` seconds."""
 
   WAITING_FOR = {'steps': 'the training step (the device, or a collective with the other hosts)',
                  'input': 'input (the next batch from the data pipeline)',
@@ -157,8 +160,10 @@ class Watchdog:
     self.thread.start()
 
   def limit_for(self, phase: str) -> float | None:
-    """Seconds the current `phase` may last, or None (not bounded now)."""
-    if phase not in self.WAITING_FOR or not self.clock.completed(phase):
+    """Seconds the current `phase` may last, or None (not bounded now: before this process's first step is done,
+    which waits for every host's compilation, and in the first phase of its kind)."""
+    if (phase not in self.WAITING_FOR or not self.clock.completed(phase)
+        or self.clock.step <= self.clock.first_step):
       return None
     return self.limit or max(self.floor, self.factor * self.clock.longest(phase))
 

@@ -5,8 +5,8 @@ computed again).
   python -m albert_jax.goodput WORKDIR      # the table, at any time, for a run going or done (a bucket path too)
 
 The training loop says what it is doing through a `Clock` (each phase a `with clock.phase(...)`); host 0 keeps
-each attempt's totals in WORKDIR/goodput.json (rewritten with each checkpoint and at most every minute), from
-which the next attempt, the TensorBoard scalars goodput/* and the closing table are made. What a restart
+each attempt's totals in WORKDIR/goodput.json (rewritten every 10 s and with each checkpoint), from which the next
+attempt, the TensorBoard scalars goodput/* and the closing table are made. What a restart
 cost is known once the next attempt has started: the time from the failed attempt's last record to the new start,
 the new start-up, and the step time the failed attempt spent after the checkpoint the new one resumed from.
 """
@@ -127,21 +127,38 @@ def read(workdir) -> list:
 
 class Ledger:
   """Host 0's record of every attempt of the run in the workdir: the earlier attempts as read at start, and this
-  one, rewritten with each checkpoint and at most every `every` seconds."""
+  one, rewritten every `every` seconds by a thread of its own (the loop never waits on storage for it), at once
+  with each checkpoint, and at the end. What a failed attempt did after its last record counts as time lost to its
+  restart (down)."""
 
-  def __init__(self, workdir, clock: Clock, enabled: bool, every: float = 60.0):
+  def __init__(self, workdir, clock: Clock, enabled: bool, every: float = 10.0):
     self.file, self.clock, self.enabled, self.every = paths.path(workdir) / LEDGER, clock, enabled, every
     self.earlier = read(workdir) if enabled else []
-    self.written = 0.0
+    self.writing, self.stopped = threading.Lock(), threading.Event()
+    self.thread = threading.Thread(target=self._keep_writing, name='albert_jax goodput record', daemon=True)
+    if enabled:
+      self.thread.start()
 
   def attempts(self) -> list:
     return self.earlier + [self.clock.record()]
 
-  def write(self, force: bool = False) -> None:
-    if not self.enabled or (not force and time.monotonic() - self.written < self.every):
-      return
-    paths.write_whole(self.file, (json.dumps({'attempts': self.attempts()}, indent=1) + '\n').encode())
-    self.written = time.monotonic()
+  def write(self) -> None:
+    if self.enabled:
+      with self.writing:
+        paths.write_whole(self.file, (json.dumps({'attempts': self.attempts()}, indent=1) + '\n').encode())
+
+  def _keep_writing(self) -> None:
+    while not self.stopped.wait(self.every):
+      try:
+        self.write()
+      except Exception:  # pylint: disable=broad-except  (storage failing for now: the next write tries again, and
+        pass             # the checkpoint's, on the main thread, raises what persists)
+
+  def close(self) -> None:
+    self.stopped.set()
+    if self.thread.is_alive():
+      self.thread.join()
+    self.write()
 
 
 def account(attempts: list) -> dict:
@@ -207,7 +224,7 @@ def main(argv: list) -> int:
   attempts = read(argv[1])
   if not attempts:
     print(f'error: {argv[1]} holds no {LEDGER}: not a training workdir, or its run has not recorded yet (it does '
-          f'at its first checkpoint, and every minute)', file=sys.stderr)
+          f'every 10 s once its loop has begun, and with each checkpoint)', file=sys.stderr)
     return 2
   print(table(attempts))
   return 0

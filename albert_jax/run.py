@@ -63,6 +63,16 @@ class Loop:
     from jax.experimental import multihost_utils
     return multihost_utils.reached_preemption_sync_point(step)
 
+  def log(self, step: int, report: dict) -> None:
+    """A log step's scalars to TensorBoard, with the goodput so far."""
+    self.writer.scalars(step, {**report, **goodput.scalars(self.ledger.attempts())})
+
+  def saved(self, step: int) -> None:
+    """After a checkpoint's save began: the curves and the goodput record in step with it (in a bucket too)."""
+    self.writer.flush()
+    self.ledger.clock.saved(step)
+    self.ledger.write()
+
   def check_finite(self, step: int, step_metrics: dict, checkpoints, advice: str, close=()) -> None:
     """Stops the run where the loss or the gradient is not finite, saving nothing from this step; what is open
     (`close`, the checkpoints' writes, the curves up to here, which are what tells why) is closed first."""
@@ -84,5 +94,5 @@ class Loop:
     checkpoints.wait_until_finished()
     self.writer.close()
     if self.ledger:
-      self.ledger.write(force=True)
+      self.ledger.close()
     gc.unfreeze()

@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import sys
+import time
 
 import flax.linen as nn
 import jax
@@ -57,9 +58,10 @@ def fill_mask_example(model, params, tokenizer, text: str, word: str) -> str:
   return f'{masked}\n    answer {word!r}; model: {guesses}'
 
 
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None) -> dict:
-  """Trains (or resumes) the run in `workdir`; returns the final held-out metrics."""
-  clock = goodput.Clock(goodput.process_start_time())  # where the time goes, from the process's start
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=None, started: float = None) -> dict:
+  """Trains (or resumes) the run in `workdir`; returns the final held-out metrics. `started`: when the run's
+  start-up began (the command line's: its process's start), for the goodput record; default now."""
+  clock = goodput.Clock(started or time.time())  # where the time goes
   # ---- Config, starting point and workdir: every check before anything expensive.
   validate(config)
   paths.check_reachable(workdir, config.init, config.data.vocab, config.data.source, config.data.tfds_data_dir,
@@ -180,8 +182,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       task = config.data.sentence_task
       if task == 'none':  # single segments, all labelled 0, and an untrained head: no sentence figure to give
         report = {k: v for k, v in report.items() if not k.startswith('sop_')}
-      loop.writer.scalars(step, {**report, **goodput.scalars(loop.ledger.attempts())})
-      loop.ledger.write()
+      loop.log(step, report)
       # The sentence task's accuracy under its own name.
       pairs = f'{task}_acc {report["sop_accuracy"]:.3f}  ' if 'sop_accuracy' in report else ''
       say(f'step {step}/{config.train.num_steps}  loss {report["loss"]:.4f}  mlm_acc {report["mlm_accuracy"]:.3f}  '
@@ -198,9 +199,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
       best_metric = {checkpoint.BEST_METRIC: float(eval_metrics['eval_mlm_accuracy'])} if evaluated_now else None
       with clock.phase('checkpoint'):
         checkpoint.save(checkpoints, step, state, all_hosts(data_state), best_metric, force=True)
-        loop.writer.flush()
-        clock.saved(step)
-        loop.ledger.write(force=True)
+        loop.saved(step)
     if preempted:
       loop.finish(checkpoints, close=[train_data])
       say(f'SIGTERM at step {step}: checkpoint saved; exiting with status 42 so that the run resumes when started '
@@ -233,7 +232,8 @@ def main(argv):
     jax.distributed.initialize(coordinator_address=flags.FLAGS.coordinator_address,
                                num_processes=flags.FLAGS.num_processes, process_id=flags.FLAGS.process_id,
                                initialization_timeout=120, heartbeat_timeout_seconds=flags.FLAGS.heartbeat_timeout)
-  if 'preempted_at' in train_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir):
+  if 'preempted_at' in train_and_evaluate(flags.FLAGS.config, flags.FLAGS.workdir,
+                                          started=goodput.process_start_time()):
     sys.exit(failures.RESTART)
 
 

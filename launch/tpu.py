@@ -315,16 +315,12 @@ WORKER_STATUS = (
 
 @dataclasses.dataclass
 class Worker:
-  node: str
+  name: str  # 'worker 3', or with several slices 'albert-1 worker 3'
   id: str
   code: int | None  # training's exit status, None while it runs or if it never ended
   alive: bool  # a training process runs
   step: int | None  # the last step its log shows (worker 0's; the others print none)
   last: str  # its log's last line
-
-  @property
-  def name(self) -> str:
-    return f'worker {self.id}' if self.node == self.node.split('-')[0] else f'{self.node} worker {self.id}'
 
   def describe(self) -> str:
     state = ('running' if self.alive else 'gone (no exit code: its process or machine died)') if self.code is None \
@@ -347,9 +343,10 @@ def workers(g: Gcloud) -> list:
       if not line.startswith('albert-worker|'):
         continue
       _, worker, code, alive, step, last = (line.split('|', 5) + [''] * 6)[:6]
-      found.append(Worker(node, worker, int(code) if code.lstrip('-').isdigit() else None, alive == '1',
+      name = f'worker {worker}' if g.args.num_slices == 1 else f'{node} worker {worker}'
+      found.append(Worker(name, worker, int(code) if code.lstrip('-').isdigit() else None, alive == '1',
                           int(step.split()[1].split('/')[0]) if step.startswith('step ') else None, last.strip()))
-  return sorted(found, key=lambda w: (w.node, int(w.id) if w.id.isdigit() else 0, w.id))
+  return sorted(found, key=lambda w: (w.name.split(' worker ')[0], int(w.id) if w.id.isdigit() else 0, w.id))
 
 
 def judge(found: list, hosts: int) -> tuple:
@@ -400,7 +397,7 @@ def babysit(g: Gcloud) -> None:
   run. Every restart is one line: the cause, the worker, the step resumed from and the steps lost."""
   a = g.args
   restarts, stalled, seen_running = 0, 0, False
-  last_checkpoint = None
+  last_checkpoint = 'none yet'  # the newest whole checkpoint at the last restart (None: it could not be read)
 
   def restart(why: str, then, found=()) -> None:
     """One line (why, the step resumed from, the steps lost), backoff if no checkpoint came since the last
@@ -411,7 +408,7 @@ def babysit(g: Gcloud) -> None:
     restarts += 1
     checkpoint, recorded = checkpoint_progress(g)
     reached = max([s for s in [recorded] + [w.step for w in found] if s is not None], default=None)
-    stalled = stalled + 1 if checkpoint is not None and checkpoint == last_checkpoint else 0
+    stalled = stalled + 1 if checkpoint == last_checkpoint else 0  # unknown twice counts as no progress
     last_checkpoint = checkpoint
     where = ('resuming from the newest whole checkpoint' if checkpoint is None else
              f'resuming from step {checkpoint}' + (', the newest whole checkpoint' if checkpoint else

@@ -26,13 +26,14 @@ sys.path.insert(0, str(ROOT))
 
 import pytest  # noqa: E402
 
-# The modules holding the longest tests (2 to 6 minutes each on a 2-core machine: compiles for TPU topologies near
-# their memory, sweeps and benches of several processes), run first. With xdist's worksteal (setup.cfg) a worker
+# The modules holding the longest tests (2 to 6 minutes each on a 2-core machine: a local pod's chaos, compiles for TPU
+# topologies near their memory, sweeps and benches of several processes), run first. With xdist's worksteal (setup.cfg) a worker
 # that runs out takes tests from the other's queue, so the two end together on short tests, where the default
 # schedule could leave one worker alone with a long test started late (test_sweep.py's is collected near the end).
-LONGEST_FIRST = ('test_aot.py', 'test_sweep.py', 'test_journeys.py', 'test_bench_pretrained_vs_random.py',
-                 'test_gcs_train.py', 'test_bench_accelerator.py', 'test_finetune.py', 'test_gcs_finetune.py',
-                 'test_without_tensorflow.py', 'test_launch.py', 'test_lengths.py')
+LONGEST_FIRST = ('test_pod_chaos.py', 'test_aot.py', 'test_sweep.py', 'test_journeys.py',
+                 'test_bench_pretrained_vs_random.py', 'test_gcs_train.py', 'test_failures.py',
+                 'test_bench_accelerator.py', 'test_finetune.py', 'test_gcs_finetune.py', 'test_without_tensorflow.py',
+                 'test_launch.py', 'test_lengths.py')
 
 
 def pytest_collection_modifyitems(items):

@@ -130,12 +130,14 @@ class Pod:
       vm = state['nodes'][node]['vms'][worker]
       env = {**state['env'], 'HOME': vm['home'], 'TPU_WORKER_ID': str(worker), 'JAX_PROCESS_ID': str(worker),
              'JAX_NUM_PROCESSES': str(state['hosts']), 'JAX_COORDINATOR_ADDRESS': f'127.0.0.1:{state["port"]}'}
+      # One worker's output streams as it comes (`logs` follows a file); several workers' come whole, in order.
       running.append(subprocess.Popen(['nsenter', f'--target={vm["init"]}', '--pid', '--mount', '--', 'bash', '-c',
-                                       command], env=env, cwd=vm['home'], stdout=subprocess.PIPE, text=True))
+                                       command], env=env, cwd=vm['home'], text=True,
+                                      stdout=subprocess.PIPE if len(workers) > 1 else None))
     status = 0
-    for process in running:  # each worker's output whole, in the workers' order
+    for process in running:
       out, _ = process.communicate()
-      sys.stdout.write(out)
+      sys.stdout.write(out or '')
       status = status or process.returncode
     sys.stdout.flush()
     return status

@@ -90,8 +90,26 @@ def test_babysit_recreates_a_preempted_pod_and_stops_when_training_ends(gcloud, 
   assert (worker_home / 'argv.json').exists()
 
 
+def test_babysit_restarts_with_backoff_while_no_checkpoint_comes_and_gives_up_at_the_budget(gcloud, tmp_path,
+                                                                                               monkeypatch):
+  """Every worker's training keeps ending with status 42 and no whole checkpoint appears (the stand-in's bucket
+  lists none that can be read): each restart is one line; from the second on babysit waits first, twice as long
+  each time; at --max_restarts it gives up, naming the last cause."""
+  calls, _ = gcloud
+  monkeypatch.setenv('GCLOUD_EXIT_CODE', '42')
+  slept = []
+  monkeypatch.setattr(tpu.time, 'sleep', slept.append)
+  with pytest.raises(SystemExit) as ended:
+    tpu.main(['babysit', *COMMON, '--accelerator=v3-64', *RUN, '--poll_seconds=5', '--max_restarts=4'])
+  assert str(ended.value).startswith('albert: gave up after 4 restarts (--max_restarts); the last: worker 0: exit '
+                                     'code 42 (restartable), at step 7')
+  starts = [c for c in calls() if c[3:4] == ['ssh'] and any('nohup' in a for a in c)]
+  assert len(starts) == 4  # the four restarts (nothing else started training)
+  assert slept == [0, 5, 5, 5, 10, 5, 20, 5]  # each restart's backoff (none, then doubling), then the poll's 5 s
+
+
 def worker(number, code=None, alive=False, last=''):
-  return tpu.Worker('albert', str(number), code, alive, None, last)
+  return tpu.Worker(f'worker {number}', str(number), code, alive, None, last)
 
 
 @pytest.mark.parametrize('states, verdict, about', [

@@ -84,11 +84,13 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
   expected = unbroken(inputs, tiny_config, tmp_path / 'unbroken')
   workdir = f'{bucket}/runs/chaos'
   run = [*POD, '--config=configs/tiny.py', f'--workdir={workdir}']
-  created = launch('create', *POD)
-  assert created.wait(timeout=60) == 0
+  train = ['--', *TRAIN, *in_bucket(inputs, bucket)]
+  assert launch('create', *POD).wait(timeout=60) == 0
+  started = launch('train', *run, *train)  # returns at once: training runs detached on each worker
+  assert started.wait(timeout=60) == 0
   console = open(tmp_path / 'babysit.log', 'w')
-  babysit = launch('babysit', *run, '--poll_seconds=1', '--max_restarts=8', '--', *TRAIN, *in_bucket(inputs, bucket),
-                   stdout=console, stderr=subprocess.STDOUT)
+  babysit = launch('babysit', *run, '--poll_seconds=1', '--max_restarts=8', *train, stdout=console,
+                   stderr=subprocess.STDOUT)
 
   def once_at(step: int, fault) -> int:
     deadline = time.time() + 400
@@ -126,7 +128,25 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
   for step, line in zip(resumed, restarts):
     assert step % EVERY == 0 and re.search(r'resuming from step \d+(, the newest whole checkpoint| \(no whole '
                                            r'checkpoint yet\)): \d+ steps to compute again', line), line
-  assert 'training finished (exit code 0); 3 restart(s)' in said
+  assert 'training finished (exit code 0); 3 restart(s)' in said and 'nothing is training' not in said
+
+  # status, logs and delete on the pod as it is now.
+  status = launch('status', *POD, stdout=subprocess.PIPE)
+  out, _ = status.communicate(timeout=60)
+  assert re.search(r'^worker 0: exit code 0 \(finished\), at step 120; its log ends: ', out, re.M), out
+  assert re.search(r'^worker 1: exit code 0 \(finished\)', out, re.M), out
+  logs = launch('logs', *POD, f'--log_dir={tmp_path / "logs"}', stdout=subprocess.PIPE)
+  deadline = time.time() + 60
+  while not all((tmp_path / 'logs' / 'pod' / f'worker-{w}.log').exists() for w in range(HOSTS)):
+    assert time.time() < deadline
+    time.sleep(0.2)
+  time.sleep(3)
+  logs.send_signal(signal.SIGINT)  # Ctrl-C: the streaming stops, not the training
+  streamed, _ = logs.communicate(timeout=60)
+  assert '[worker 0] [host 0/2] step 120/120' in streamed
+  assert 'Gloo' in (tmp_path / 'logs' / 'pod' / 'worker-1.log').read_text()
+  assert launch('delete', *POD).wait(timeout=60) == 0
+  assert local_pod.read()['nodes'] == {}
 
   # The figures of the unbroken run; every checkpoint whole and restorable, with both hosts' data positions.
   assert json.loads(paths.path(f'{workdir}/result.json').read_text()) == expected
@@ -153,6 +173,8 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
   report = subprocess.run([sys.executable, '-m', 'albert_jax.goodput', workdir], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, 'PYTHONPATH': str(ROOT)})
   assert report.returncode == 0 and '(4 attempts, 3 restarts)' in report.stdout, report.stderr
+  # What the run's record says (pytest -s shows it; docs/pods.md quotes it).
+  print(f'faults at steps {reached}', *restarts, report.stdout, sep='\n')
   assert re.search(r'restarts .* down [\d:]+, start-up [\d:]+, \d+ steps recomputed', report.stdout), report.stdout
   faults = faulty_gcs.report()
   assert faults['faults'] >= 0.09 * faults['requests'], faults  # the storage failed throughout

@@ -87,6 +87,13 @@ def test_loss_falls_and_metrics_reach_tensorboard(single_device_run):
   assert {'steps_per_sec', 'examples_per_sec', 'tokens_per_sec', 'mfu'} <= set(scalars)
   assert 0 <= result['eval_mlm_accuracy'] <= 1
   assert sorted(int(p.name) for p in (workdir / 'checkpoints').iterdir() if p.name.isdigit()) == [3, 6]
+  # Goodput: the attempt's time by cause partitions its wall time (from the process's start to its last record).
+  assert 0 < scalars['goodput/productive_share'][6] < 1 and scalars['goodput/restarts'][6] == 0
+  [attempt] = json.loads((workdir / 'goodput.json').read_text())['attempts']
+  assert (attempt['first_step'], attempt['last_step'], sorted(attempt['saves'])) == (0, 6, ['3', '6'])
+  spent = attempt['seconds']
+  assert sum(spent.values()) == pytest.approx(attempt['last_seen'] - attempt['start'], abs=0.5), spent
+  assert min(spent['steps'], spent['compile'], spent['evaluate'], spent['startup']) > 0, spent
 
 
 # Every axis at once (the batch over data and fsdp, the parameters over fsdp and model), then two "slices" of 4
