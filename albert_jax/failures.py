@@ -95,6 +95,10 @@ def _lost_hosts(text: str) -> str | None:
   return None
 
 
+# Where jaxlib's log lines about the coordination service come from: a lost peer's first signs, then the abort.
+_COORDINATION = ('coordination_service', 'CoordinationService', 'client.h:', 'preemption_sync_manager')
+
+
 def _die_with_parent() -> None:
   """In the child, before it runs: the kernel sends it SIGKILL when the supervisor dies, so that a supervisor
   killed outright (kill -9 on the worker) leaves no training process behind holding the accelerator."""
@@ -112,11 +116,14 @@ def supervise(module: str, argv: list) -> int:
                            stderr=subprocess.PIPE, preexec_fn=_die_with_parent if sys.platform == 'linux' else None)
   for signum in (signal.SIGTERM, signal.SIGINT):
     signal.signal(signum, lambda signum, frame: child.send_signal(signum))
-  withheld = []  # from the coordination service's first error on: its fatal message and the abort's stack
+  withheld, since = [], 0.0  # from the coordination service's first complaint on: its fatal message, the stack
   for line in child.stderr:
     text = line.decode(errors='replace')
-    if withheld or (('coordination_service' in text or 'client.h' in text or 'CoordinationService' in text)
-                    and re.match(r'[EF]\d{4} ', text)):
+    if withheld and time.monotonic() - since > 30:  # the child went on: that was not its end; show it as it came
+      sys.stderr.write(''.join(withheld))
+      withheld = []
+    if withheld or (re.match(r'[EFW]\d{4} ', text) and any(sign in text for sign in _COORDINATION)):
+      since = since if withheld else time.monotonic()
       withheld.append(text)
       continue
     sys.stderr.buffer.write(line)

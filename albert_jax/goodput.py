@@ -217,13 +217,15 @@ def scalars(attempts: list) -> dict:
           **{f'goodput/{cause}_hours': totals[cause] / 3600 for cause in list(CAUSES) + ['restarts']}}
 
 
-def main(argv: list) -> int:
-  if len(argv) != 2 or argv[1].startswith('-'):
-    print('usage: python -m albert_jax.goodput WORKDIR', file=sys.stderr)
-    return 2
-  attempts = read(argv[1])
+def main(argv=None) -> int:
+  import argparse
+  parser = argparse.ArgumentParser(prog='python -m albert_jax.goodput',
+                                   description='Where a training run\'s wall time went, by cause, across its restarts.')
+  parser.add_argument('workdir', help='a training run\'s workdir (local or gs://)')
+  workdir = parser.parse_args(argv).workdir
+  attempts = read(workdir)
   if not attempts:
-    print(f'error: {argv[1]} holds no {LEDGER}: not a training workdir, or its run has not recorded yet (it does '
+    print(f'error: {workdir} holds no {LEDGER}: not a training workdir, or its run has not recorded yet (it does '
           f'every 10 s once its loop has begun, and with each checkpoint)', file=sys.stderr)
     return 2
   print(table(attempts))
@@ -231,4 +233,4 @@ def main(argv: list) -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main(sys.argv))
+  sys.exit(main())

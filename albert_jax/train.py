@@ -4,7 +4,8 @@
   python -m albert_jax.train --config=CONFIG --config.init=CHECKPOINT --workdir=DIR     # continued pretraining
 
 The same command resumes: a workdir with checkpoints continues from the newest complete one, data included (and a
-continued run's own checkpoints come before its init).
+continued run's own checkpoints come before its init). It ends with status 0 (finished), 2 (bad input, named in one
+line) or 42 (start it again: a lost host, a hang, storage failing, SIGTERM after a checkpoint; failures.py).
 Reads top to bottom in the order things happen: config and workdir, mesh, data, model and optimizer, state
 (restored or new), compiled steps, the loop (log, evaluate, checkpoint), and a closing report.
 """
