@@ -241,7 +241,16 @@ _HF_ACT_TO_OURS = {'gelu_new': 'gelu', 'gelu_pytorch_tanh': 'gelu', 'gelu_fast':
 _OURS_ACT_TO_HF = {'gelu': 'gelu_new', 'gelu_exact': 'gelu', 'relu': 'relu', 'tanh': 'tanh', 'linear': 'linear'}
 
 
+_SHAPE_FIELDS = ('vocab_size', 'embedding_size', 'hidden_size', 'num_hidden_layers', 'num_attention_heads',
+                 'intermediate_size')
+
+
 def _model_config_from_json(c: dict, act_map: dict, source: str) -> ModelConfig:
+  missing = [name for name in _SHAPE_FIELDS if name not in c]
+  if missing:  # HF's save_pretrained and the original's release write them all
+    raise CheckpointError(f'{source} lacks {", ".join(missing)}: not a whole ALBERT config (the model\'s shape needs '
+                          f'{", ".join(_SHAPE_FIELDS)}); add {"them" if len(missing) > 1 else "it"}, or save the '
+                          f'model again with save_pretrained.')
   act = c.get('hidden_act', 'gelu_new' if act_map is _HF_ACT_TO_OURS else 'gelu')
   if act not in act_map:
     raise CheckpointError(f'{source}: hidden_act {act!r} is not supported; known: {", ".join(act_map)}.')

@@ -38,6 +38,12 @@ CASES = {
         ['albert_jax.convert', '--input={tmp}/nothing', '--output={tmp}/out', '--to=hf'], 'no checkpoint found'),
     'vocab: a source that matches nothing': (
         ['albert_jax.data.vocab', '--input=text:{tmp}/*.txt', '--output={tmp}/v'], 'no file matches'),
+    'inspect: a host that is not on the pod': (
+        ['albert_jax.data.inspect', '--config=configs/tiny.py', '--host=70', '--host_count=64'],
+        '--host=70 --host_count=64: a pod of N hosts has hosts 0 to N-1'),
+    'train: an init whose config.json lacks a field of the shape': (
+        ['albert_jax.train', '--config=configs/base.py', '--workdir={tmp}/run', '--config.init={tmp}/hf'],
+        '{tmp}/hf/config.json lacks embedding_size: not a whole ALBERT config'),
     'inspect: a malformed source': (
         ['albert_jax.data.inspect', '--config=configs/tiny.py', '--config.data.source=wiki:en'],
         "'wiki:en' is not a source"),
@@ -64,6 +70,12 @@ CASES = {
 @pytest.mark.parametrize('case', list(CASES))
 def test_bad_input_prints_the_message_alone_and_exits_2(case, tmp_path, tfds_dir):
   argv, message = CASES[case]
+  # An HF folder as a hand-edited one might be: model_type albert, its weights, but no embedding_size.
+  (tmp_path / 'hf').mkdir()
+  (tmp_path / 'hf' / 'config.json').write_text('{"model_type": "albert", "vocab_size": 30000, "hidden_size": 768, '
+                                               '"num_hidden_layers": 12, "num_attention_heads": 12, '
+                                               '"intermediate_size": 3072}')
+  (tmp_path / 'hf' / 'model.safetensors').write_bytes(b'')
   argv = [a.format(tmp=tmp_path, tfds=tfds_dir) for a in argv]
   message = message.format(tmp=tmp_path)
   out = subprocess.run([sys.executable, '-m', *argv], capture_output=True, text=True, timeout=300, cwd=ROOT)

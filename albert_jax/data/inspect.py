@@ -26,6 +26,7 @@ from ml_collections import config_flags
 from albert_jax.config import run_cli
 from albert_jax.data import masking, pipeline, vocab
 from albert_jax.data.tokenizer import MASK
+from albert_jax.errors import ConfigError
 
 def render(batch: dict, row: int, tokenizer) -> str:
   length = int(batch['input_mask'][row].sum())
@@ -101,6 +102,9 @@ def start_report(data_pipeline, opened_s: float, start_s: float, cpu_s: float) -
 
 def main(argv):
   del argv
+  if _HOST_COUNT.value < 1 or not 0 <= _HOST.value < _HOST_COUNT.value:
+    raise ConfigError(f'--host={_HOST.value} --host_count={_HOST_COUNT.value}: a pod of N hosts has hosts 0 to N-1; '
+                      f'give a --host below --host_count (and a --host_count of at least 1).')
   config = _CONFIG.value
   tokenizer = vocab.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
   # What a host of a pod does at start, timed: open the sources (read their indexes, or make them), then its batch.
