@@ -24,14 +24,13 @@ import jax
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import accelerators, metrics, pretrained, sharding
-from albert_jax import step as step_lib
+from albert_jax import accelerators, fit, metrics, pretrained, sharding
 from albert_jax.config import run_cli, validate
 from albert_jax.errors import ConfigError
 from albert_jax.summary import count_params, training_flops_per_sequence
 
 GIB = accelerators.GIB
-REMAT_BY_MEMORY = ('none', 'save_dots', 'save_dots_no_batch', 'full')  # most memory first
+Check, REMAT_BY_MEMORY, gib = fit.Check, fit.REMAT_BY_MEMORY, fit.gib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,28 +99,6 @@ def cross_slice_bytes(compiled_text: str, devices_per_slice: int) -> int:
                                  for dtype, dims in _DCN_SEND.findall(compiled_text))
 
 
-def per_device_bytes(abstract_tree) -> int:
-  """Bytes of one device's shards of a tree of ShapeDtypeStructs with shardings (the largest shard counts)."""
-  return sum(math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(abstract_tree))
-
-
-@dataclasses.dataclass
-class Check:
-  """One compile of the step for a topology: what it needs per device, or how far over the HBM it went."""
-  batch_size: int
-  per_shard: int  # the batch of one data-parallel shard: of each device under pure data parallelism
-  microbatches: int  # config.train.grad_accum_steps: the shard's batch runs in this many parts
-  remat: str
-  fits: bool
-  params: int
-  opt_state: int
-  batch: int
-  temporaries: Optional[int]  # bytes; None when the compiler gave up (then `required` is what it needed)
-  peak: Optional[int]
-  required: Optional[float] = None
-  dcn_bytes: Optional[int] = None  # sent by one slice per step, over several slices
-
-
 def check_libtpu(generation: accelerators.TpuGeneration) -> None:
   """A libtpu too old for the generation crashes the process while compiling: say so first, with the fix."""
   if not generation.min_libtpu:
@@ -136,78 +113,31 @@ def check_libtpu(generation: accelerators.TpuGeneration) -> None:
 
 
 def check(config, topo: Topology, devices=None) -> Check:
+  """The step of `config` compiled for `topo` (its compile-only devices, or `devices`): fit.check, with what one
+  slice sends over the data-center network where there are several."""
   check_libtpu(topo.slice.generation)
   devices = devices if devices is not None else topo.compile_only_devices()
-  mesh = sharding.make_mesh(config.mesh, devices)
-  sharding.check_batch_size(config.train.batch_size, mesh, f' of {topo.name}', config.train.grad_accum_steps)
-  dp = sharding.data_parallel_size(mesh)
-  program = step_lib.build(config, validate(config).for_platform(devices[0].platform), mesh)
-  state = program.abstract_state()
-  batch = program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
-                                 config.data.max_predictions_per_seq)
-  sizes = dict(batch_size=config.train.batch_size, per_shard=config.train.batch_size // dp,
-               microbatches=config.train.grad_accum_steps, remat=config.model.remat,
-               params=per_device_bytes(state['params']), opt_state=per_device_bytes(state['opt_state']),
-               batch=per_device_bytes(batch))
-  try:
-    compiled = step_lib.compile_train_step(program, state, batch, mesh)
-  except step_lib.OutOfMemory as e:
-    return Check(fits=False, temporaries=None, peak=None, required=e.required, **sizes)
-  memory = compiled.memory_analysis()
-  dcn = cross_slice_bytes(compiled.as_text(), topo.devices // topo.num_slices) if topo.num_slices > 1 else None
-  return Check(fits=True, temporaries=memory.temp_size_in_bytes, peak=memory.peak_memory_in_bytes, dcn_bytes=dcn,
-               **sizes)
+  found = fit.check(config, devices, f' of {topo.name}')
+  if found.fits and topo.num_slices > 1:
+    found.dcn_bytes = cross_slice_bytes(found.compiled.as_text(), topo.devices // topo.num_slices)
+  found.compiled = None  # the report keeps its figures, not the executable
+  return found
 
 
-def with_overrides(config, batch_size: int, remat: str, microbatches: Optional[int] = None):
-  config = config.copy_and_resolve_references()
-  with config.unlocked():
-    config.train.batch_size, config.model.remat = batch_size, remat
-    if microbatches:
-      config.train.grad_accum_steps = microbatches
-  return config
-
-
-def fewest_microbatches(config, topo: Topology, devices, remat: str, per_shard: int, start: int,
-                        tries: list) -> Optional[Check]:
-  """The check of the fewest microbatches, from `start` up, with which the configured batch fits under `remat`
-  (None if not even one row per microbatch does); every try is appended to `tries`. The counts are the divisors of
-  the shard's batch; memory falls as they grow, so they are searched doubling, then bisecting."""
-  counts = [k for k in range(max(start, 1), per_shard + 1) if per_shard % k == 0]
-  found = {}
-
-  def fits(i: int) -> bool:
-    tries.append(check(with_overrides(config, config.train.batch_size, remat, counts[i]), topo, devices))
-    found[i] = tries[-1]
-    return tries[-1].fits
-
-  low, high, i = -1, None, 0  # counts[low] does not fit, counts[high] does
-  while high is None and i < len(counts):
-    low, high, i = (low, i, i) if fits(i) else (i, None, 2 * i + 1)
-  if high is None:
-    if not counts or low == len(counts) - 1 or not fits(len(counts) - 1):
-      return None
-    high = len(counts) - 1
-  while high - low > 1:
-    middle = (low + high) // 2
-    low, high = (low, middle) if fits(middle) else (middle, high)
-  return found[high]
-
-
-def suggest(config, topo: Topology, devices, first: Check, largest_batch: bool) -> list:
+def suggest(config, checked, first: Check, largest_batch: bool) -> list:
   """Further checks. Where the configured step does not fit: stronger remat policies at the configured batch, and
   the fewest microbatches (train.grad_accum_steps) that fit it, with the configured policy or else with full remat;
   if none fits, the largest batch that fits with full remat. If asked, the largest batch that fits as configured.
   Batches are searched over multiples of the data-parallel size, doubling or halving, then bisecting to within an
-  eighth."""
+  eighth. `checked(config) -> Check` compiles each (once)."""
   tries, remat = [], config.model.remat
   if not first.fits:
     for policy in REMAT_BY_MEMORY[REMAT_BY_MEMORY.index(remat) + 1:]:
-      tries.append(check(with_overrides(config, config.train.batch_size, policy), topo, devices))
+      tries.append(checked(fit.with_settings(config, policy, config.train.grad_accum_steps)))
       if tries[-1].fits:
         break
     for policy in dict.fromkeys((remat, REMAT_BY_MEMORY[-1])):  # accumulation alone, else with full remat
-      if fewest_microbatches(config, topo, devices, policy, first.per_shard, first.microbatches + 1, tries):
+      if fit.fewest_microbatches(checked, config, policy, first.per_shard, first.microbatches + 1, tries):
         break
     if any(t.fits for t in tries):
       return tries
@@ -215,8 +145,8 @@ def suggest(config, topo: Topology, devices, first: Check, largest_batch: bool) 
   elif not largest_batch:
     return tries
   dp = first.batch_size // first.per_shard
-  fits = lambda per_shard: tries.append(check(with_overrides(config, per_shard * dp, remat), topo, devices)) or \
-      tries[-1].fits
+  fits = lambda per_shard: tries.append(checked(fit.with_settings(
+      config, remat, config.train.grad_accum_steps, per_shard * dp))) or tries[-1].fits
   if first.fits:
     low, high = config.train.batch_size // dp, None
     while high is None:
@@ -243,10 +173,10 @@ def smallest_slice(config, topo: Topology, fitting: Check, accumulate: bool = Fa
   candidate = topo.slice.smaller()
   while candidate:
     smaller = topology(candidate.cloud_name)
-    tried = check(with_overrides(config, batch, full, found.microbatches), smaller)
+    tried = check(fit.with_settings(config, full, found.microbatches, batch), smaller)
     if not tried.fits and accumulate:  # as many rows per microbatch as on the larger slice (4 -> 1 chip: 4x)
       more = found.microbatches * smallest.devices // smaller.devices
-      tried = check(with_overrides(config, batch, full, more), smaller)
+      tried = check(fit.with_settings(config, full, more, batch), smaller)
     if not tried.fits:
       break
     smallest, found, candidate = smaller, tried, candidate.smaller()
@@ -254,31 +184,20 @@ def smallest_slice(config, topo: Topology, fitting: Check, accumulate: bool = Fa
     return smallest, found
   if accumulate:
     tries = []
-    alone = fewest_microbatches(config, smallest, None, config.model.remat, found.per_shard, 1, tries)
+    on_smallest = lambda c: check(c, smallest)
+    alone = fit.fewest_microbatches(on_smallest, config, config.model.remat, found.per_shard, 1, tries)
     if alone:
       return smallest, alone
-    found = fewest_microbatches(config, smallest, None, full, found.per_shard, 1, tries) or found
+    found = fit.fewest_microbatches(on_smallest, config, full, found.per_shard, 1, tries) or found
   for policy in REMAT_BY_MEMORY[REMAT_BY_MEMORY.index(fitting.remat):-1]:
-    weaker = check(with_overrides(config, batch, policy, found.microbatches), smallest)
+    weaker = check(fit.with_settings(config, policy, found.microbatches, batch), smallest)
     if weaker.fits:
       return smallest, weaker
   return smallest, found
 
 
-def gib(n) -> str:
-  return '?' if n is None else f'{n / GIB:.2f} GiB'
-
-
 def describe(c: Check, topo: Topology) -> str:
-  parts = f', in {c.microbatches} microbatches of {c.per_shard // c.microbatches}' if c.microbatches > 1 else ''
-  head = f'batch {c.batch_size} ({c.per_shard} per data shard{parts}), remat {c.remat}'
-  if c.fits:
-    # XLA's temporary area is its allocation as laid out, not what is live at once: it can exceed the peak.
-    return (f'{head}: fits, peak {gib(c.peak)} of {gib(topo.hbm_bytes)} per device (parameters {gib(c.params)}, '
-            f'optimizer state {gib(c.opt_state)}, batch {gib(c.batch)}; the compiler\'s temporary area '
-            f'{gib(c.temporaries)}, its size as laid out rather than what is live at the peak)')
-  return (f'{head}: does NOT fit, needs {gib(c.required)} of temporaries on top of parameters {gib(c.params)} and '
-          f'optimizer state {gib(c.opt_state)}; {gib(topo.hbm_bytes)} per device')
+  return fit.describe(c, topo.hbm_bytes)
 
 
 def on_slices(config, topo: Topology):
@@ -300,9 +219,24 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
     raise ConfigError(f'--smallest looks for the smallest single slice: give one slice ({topo.slice.cloud_name}), '
                       f'not {topo.name}.')
   devices = devices if devices is not None else topo.compile_only_devices()
-  config = on_slices(config, topo)
-  first = check(config, topo, devices)
-  tries = suggest(config, topo, devices, first, largest_batch)
+  memo = {}
+
+  def checked(c) -> Check:  # each setting compiled once, for the report and train's choice alike
+    setting = (c.model.remat, c.train.grad_accum_steps, c.train.batch_size)
+    if setting not in memo:
+      memo[setting] = check(c, topo, devices)
+    return memo[setting]
+
+  given = on_slices(config, topo)
+  train_line = None
+  if any(fit.autos(given)):  # what train.py will choose on this slice, by the same search
+    try:
+      train_line = fit.choose(given, devices, f' of {topo.name}', try_config=checked)[2]
+    except ConfigError as e:
+      train_line = f'stops before step 1: {e}'
+  config = fit.start(given)  # 'auto' at the search's start: the step as configured, no remat, the whole batch
+  first = checked(config)
+  tries = suggest(config, checked, first, largest_batch)
   model_config = validate(config)
   flops = training_flops_per_sequence(model_config, config.data.max_seq_length,
                                       config.data.max_predictions_per_seq) * config.train.batch_size
@@ -320,6 +254,8 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
            f'{metrics.format_eta(step_seconds * config.train.num_steps)}']
   for t in tries:
     lines.append('  try ' + describe(t, topo))
+  if train_line:
+    lines.append(f'  train: {train_line}')
   fitting = [t for t in tries if t.fits]
   # At the configured batch: the fewest microbatches alone, else a policy alone, else the two together.
   options = sorted((t for t in fitting if t.batch_size == first.batch_size),
@@ -336,14 +272,11 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
                  f'the {gradients / 1e9:.3g} GB of fp32 gradients), {rate / 1e9:.3g} GB/s at that step time')
   suggestion = None
   if not first.fits:
-    setting = lambda t: ' '.join(
-        ([f'--config.train.grad_accum_steps={t.microbatches}'] if t.microbatches != first.microbatches else []) +
-        ([f'--config.model.remat={t.remat}'] if t.remat != first.remat else []) +
-        ([f'--config.train.batch_size={t.batch_size}'] if t.batch_size != first.batch_size else []))
-    others = [setting(t) for t in options[1:] if t.microbatches == first.microbatches]  # a policy alone
-    suggestion = (setting(best) + ''.join(f' (or {other})' for other in others[:1]) if best else
+    others = [fit.setting(t, first) for t in options[1:] if t.microbatches == first.microbatches]  # a policy alone
+    suggestion = (fit.setting(best, first) + ''.join(f' (or {other})' for other in others[:1]) if best else
                   'nothing tried fits: shard parameters over mesh.fsdp or mesh.model')
-    lines.append(f'  suggestion: {suggestion}')
+    if not train_line:  # with 'auto', the train line says what it will take
+      lines.append(f'  suggestion: {suggestion}')
   elif largest_batch and best:
     lines.append(f'  largest batch that fits with remat {best.remat}: {best.batch_size}')
   smallest_found = None
@@ -358,6 +291,7 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
                    f'{describe(found, slice_)}; {seconds:.3g} s/step, {config.train.num_steps:,} steps in '
                    f'{metrics.format_eta(seconds * config.train.num_steps)}')
   return {'text': '\n'.join(lines), 'first': first, 'tries': tries, 'best': best, 'suggestion': suggestion,
+          'train': train_line,
           'flops_per_step': flops, 'step_seconds': step_seconds, 'num_steps': config.train.num_steps,
           'dcn_bytes_per_step': dcn_bytes, 'smallest': smallest_found}
 

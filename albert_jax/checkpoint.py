@@ -22,7 +22,7 @@ from orbax.checkpoint.checkpoint_managers import preservation_policy as preserva
 
 from albert_jax import paths
 from albert_jax.errors import ConfigError
-from albert_jax.model import ModelConfig
+from albert_jax.model import ModelConfig, model_shape
 
 BEST_METRIC = 'eval_mlm_accuracy'
 
@@ -149,13 +149,14 @@ def has_steps(workdir) -> bool:
 
 
 def check_workdir(workdir: paths.Path, config) -> None:
-  """A workdir holds one run: refuse to resume it with a different model."""
+  """A workdir holds one run: refuse to resume it with a model of another shape (how it runs, its dtype, remat or
+  dropout, may change between starts)."""
   saved = workdir / 'config.json'
   if saved.exists():
-    before = json.loads(saved.read_text()).get('model', {})
-    now = json.loads(config.model.to_json_best_effort())
+    before = model_shape(json.loads(saved.read_text()).get('model', {}))
+    now = model_shape(json.loads(config.model.to_json_best_effort()))
     # A field added since that run began holds its default there.
-    before = {**dataclasses.asdict(ModelConfig()), **before}
+    before = {**model_shape(dataclasses.asdict(ModelConfig())), **before}
     changed = {k: (before.get(k), v) for k, v in now.items() if before.get(k) != v}
     if changed:
       raise ConfigError(f'{workdir} holds a run of a different model ({", ".join(f"model.{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())}). '

@@ -25,6 +25,10 @@ def defaults() -> ml_collections.ConfigDict:
   config.init = ml_collections.config_dict.placeholder(str)
   config.init_step = ml_collections.config_dict.placeholder(int)  # a workdir's checkpoint of this step
   config.model = ml_collections.ConfigDict(dataclasses.asdict(ModelConfig()))
+  # Recompute in the backward pass (model.py's policies), or 'auto': training compiles its step with none, and where
+  # that does not fit the devices' memory, takes the cheapest setting of this and train.grad_accum_steps that does
+  # (fit.py, the fit check's own search; on a CPU nothing is checked).
+  config.model.remat = 'auto'
 
   config.data = ml_collections.ConfigDict()
   # Comma-separated (or a list of) sources, each optionally @WEIGHT: builtin | tfds:NAME | a file format and a glob,
@@ -57,7 +61,8 @@ def defaults() -> ml_collections.ConfigDict:
   config.train.batch_size = 4096  # global, over all hosts
   # Microbatches per step: the batch runs in this many parts, one after another, and one update applies their
   # summed gradients, the same as one batch of the whole size: the paper's batch on a slice too small to hold it.
-  config.train.grad_accum_steps = 1
+  # 'auto': one, unless the step does not fit the devices; then the fewest that fit (with model.remat, above).
+  config.train.grad_accum_steps = ml_collections.config_dict.FieldReference('auto', field_type=object)
   config.train.num_steps = 125_000
   config.train.optimizer = 'lamb'  # or 'adamw'
   config.train.learning_rate = 0.00176
@@ -112,6 +117,7 @@ def finetune_defaults() -> ml_collections.ConfigDict:
   config.init = 'none'
   config.init_step = ml_collections.config_dict.placeholder(int)  # a workdir's checkpoint of this step, not its best
   config.model = base.model
+  config.model.remat = 'none'  # ('auto' is pretraining's search; here set a policy where the step needs one)
   config.task = ml_collections.ConfigDict()
   config.task.name = ''
   config.task.data = 'tfds'  # 'tfds', or the folder or file in the original's format
@@ -204,8 +210,11 @@ def _check_train(train: ml_collections.ConfigDict, positive: tuple) -> None:
   """What pretraining and fine-tuning both ask of config.train: the `positive` fields, the optimizer, the
   schedule."""
   for name in positive:
-    if train[name] < 1:
-      raise ConfigError(f'config.train.{name} must be positive, got {train[name]}.')
+    if name == 'grad_accum_steps' and train[name] == 'auto':  # pretraining's: resolved by fit.py
+      continue
+    if not isinstance(train[name], int) or train[name] < 1:
+      raise ConfigError(f'config.train.{name} must be a positive whole number'
+                        f'{" or auto" if name == "grad_accum_steps" else ""}, got {train[name]!r}.')
   if train.optimizer not in ('lamb', 'adamw'):
     raise ConfigError(f"config.train.optimizer {train.optimizer!r}: expected 'lamb' or 'adamw'.")
   if not 0 <= train.warmup_steps < train.num_steps or train.learning_rate <= 0:

@@ -60,7 +60,10 @@ ACTIVATIONS = {
     'tanh': jnp.tanh,
     'linear': lambda x: x,
 }
+# 'auto' is for training to resolve: the cheapest setting that fits the devices (fit.py), remat none where the
+# step fits without. A model built with it unresolved (evaluation, inference: no backward pass) keeps everything.
 REMAT_POLICIES = {
+    'auto': None,
     'none': None,  # keep every activation of every layer
     'full': jax.checkpoint_policies.nothing_saveable,  # recompute the whole block in the backward pass
     'save_dots': jax.checkpoint_policies.checkpoint_dots,
@@ -206,7 +209,7 @@ class ModelConfig:
                cudnn_attention_compiles(self.head_dim, self.dtype))
       chosen['attention'] = 'cudnn' if cudnn else 'xla'
     if self.scan_unroll == 0:
-      chosen['scan_unroll'] = 1 if platform == 'tpu' or self.remat != 'none' else self.num_blocks
+      chosen['scan_unroll'] = 1 if platform == 'tpu' or REMAT_POLICIES[self.remat] is not None else self.num_blocks
     return dataclasses.replace(self, **chosen) if chosen else self
 
   @property
@@ -525,7 +528,7 @@ class Encoder(nn.Module):
                 name='embedding_projection')(x)
     x = nn.with_logical_constraint(x, ('batch', 'length', 'act_hidden'))
     block = Block
-    if cfg.remat != 'none':
+    if REMAT_POLICIES[cfg.remat] is not None:
       # prevent_cse=False is safe (and faster) inside scan, whose loop already stops the CSE remat guards against.
       # (With the loop unrolled remat saved nothing on XLA:CPU, guard or not: hence for_platform keeps it rolled.)
       block = nn.remat(Block, prevent_cse=False, policy=REMAT_POLICIES[cfg.remat])

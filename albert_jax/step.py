@@ -123,7 +123,7 @@ def make_program(model: nn.Module, init: Callable, loss: Callable, loss_normaliz
   learning_rate = optim.schedule(train.learning_rate, train.warmup_steps, train.num_steps, train.poly_power)
 
   batch_sharding = sharding.batch_sharding(mesh)
-  microbatches = train.grad_accum_steps
+  microbatches = 1 if train.grad_accum_steps == 'auto' else train.grad_accum_steps  # unresolved: the whole batch
 
   def value_and_grads(params, batch, rng):
     """((loss, sums), gradients) of the whole batch, in `microbatches` parts when there are several."""

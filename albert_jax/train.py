@@ -23,7 +23,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import blimp, checkpoint, failures, goodput, metrics, paths, pretrained, run, sharding
+from albert_jax import blimp, checkpoint, failures, fit, goodput, metrics, paths, pretrained, run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -71,11 +71,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   # weights, read now unless the workdir has checkpoints of its own to resume from; else random weights of
   # config.model's shape.
   config, start = pretrained.for_pretraining(config, read_weights=not checkpoint.has_steps(workdir))
-  model_config = validate(config)
+  validate(config)
   workdir = paths.make_folder(workdir)
   mesh = run.check_workdir_and_make_mesh(workdir, config, devices)
-  sharding.check_batch_size(config.train.batch_size, mesh, microbatches=config.train.grad_accum_steps)
-  model_config = model_config.for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
+  sharding.check_batch_size(config.train.batch_size, mesh)  # its split into microbatches: with the fit, below
   host, hosts = jax.process_index(), jax.process_count()
   say = run.host_voice()
   # A missing or mismatched vocabulary stops here.
@@ -97,19 +96,23 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
                                         host, hosts, opened)
   grammar = blimp.HeldOut(config, tokenizer) if config.train.blimp else None  # BLiMP's pairs, if asked
 
-  # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time: a program too big
-  # for the devices stops here, before a checkpoint is restored or a batch is made.
-  program = step_lib.build(config, model_config, mesh)
-  abstract_state = program.abstract_state()
+  # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time, with model.remat and
+  # train.grad_accum_steps where 'auto' the cheapest that fits the devices' memory (fit.py: the fit check's search,
+  # tried first as at the run's last start): a setting that does not fit stops here, before a checkpoint is
+  # restored or a batch is made.
+  devices = devices if devices is not None else jax.devices()
+  given = config
   with clock.phase('compile'):
-    train_step = run.compile_step(
-        program, abstract_state, program.abstract_batch(config.train.batch_size, config.data.max_seq_length,
-                                                        config.data.max_predictions_per_seq), mesh,
-        'training', 'find a model.remat policy, train.grad_accum_steps or a batch size that fits: python -m '
-        'albert_jax.aot --config=... --topology=<accelerator type>')
-  memory = train_step.memory_analysis()
-  if mesh.devices.flat[0].platform != 'cpu' and getattr(memory, 'peak_memory_in_bytes', 0):  # XLA:CPU's undercounts
-    say(f'train step compiled: peak {memory.peak_memory_in_bytes / 2 ** 20:,.1f} MiB per device')
+    config, fitted, chosen = fit.choose(config, devices, remembered=fit.remembered(workdir, config, devices))
+  if chosen:
+    say(chosen)
+    if host == 0:
+      fit.remember(workdir, given, devices, fitted)
+  program, train_step = fitted.program, fitted.compiled
+  model_config = validate(config).for_platform(mesh.devices.flat[0].platform)  # model.attention: cuDNN on a GPU
+  abstract_state = program.abstract_state()
+  if mesh.devices.flat[0].platform != 'cpu' and fitted.peak:  # XLA:CPU's figure undercounts
+    say(f'train step compiled: peak {fitted.peak / 2 ** 20:,.1f} MiB per device')
 
   # ---- State: the newest complete checkpoint, else a fresh start.
   checkpoints = checkpoint.manager(workdir, config.train.keep_checkpoints)

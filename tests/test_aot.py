@@ -1,5 +1,7 @@
 """The ahead-of-time fit check: compiles the real training step for TPU topologies with libtpu's compile-only
 devices (no TPU here) and reads the compiler's memory figures."""
+import dataclasses
+import json
 import math
 import os
 import subprocess
@@ -10,7 +12,7 @@ import jax
 import pytest
 from jax.experimental.compilation_cache import compilation_cache
 
-from albert_jax import accelerators, aot, tpu_environment
+from albert_jax import accelerators, aot, fit, tpu_environment
 from albert_jax import step as step_lib
 from albert_jax.errors import ConfigError
 from albert_jax.summary import count_params
@@ -81,9 +83,10 @@ def test_tiny_config_fits_and_memory_adds_up(name, tiny_config):
 
 
 def test_oversized_config_does_not_fit_and_the_fewest_microbatches_or_a_policy_are_suggested(tiny_config):
-  config = tiny_config.copy_and_resolve_references()
+  """Where the user set model.remat and train.grad_accum_steps, a suggestion; where they are 'auto', what training
+  will choose, which is the suggestion's first, and a setting given that does not fit stops training with it."""
   # 8k sequences of 64 per core of a v2-8, the smallest HBM (8 GiB) and so the cheapest compiles that reach it.
-  config.train.batch_size = 8 * 8192
+  config = fit.with_settings(tiny_config, 'none', 1, 8 * 8192)
   topo = aot.topology('v2-8')
   out = aot.report(config, topo, mfu=0.4)
   assert not out['first'].fits
@@ -95,11 +98,26 @@ def test_oversized_config_does_not_fit_and_the_fewest_microbatches_or_a_policy_a
   assert f'in {best.microbatches} microbatches of {8192 // best.microbatches}), remat none: fits' in out['text']
   # Fewest: the next smaller count (a divisor of the core's 8,192 rows) does not fit; one is the configured step.
   fewer = max(k for k in range(1, best.microbatches) if 8192 % k == 0)
-  assert fewer == 1 or not aot.check(aot.with_overrides(config, config.train.batch_size, 'none', fewer), topo).fits
+  assert fewer == 1 or not aot.check(fit.with_settings(config, 'none', fewer), topo).fits
   policy = next(t for t in out['tries'] if t.fits and t.microbatches == 1)  # a policy alone, offered beside it
   assert policy.remat != 'none' and policy.peak <= topo.hbm_bytes
   assert (f'suggestion: --config.train.grad_accum_steps={best.microbatches} (or --config.model.remat={policy.remat})'
           in out['text'])
+  # The same search chooses for training (the compiles above, not again: each setting's check looked up).
+  done = {(t.remat, t.microbatches, t.batch_size): t for t in [out['first'], *out['tries']]}
+  looked_up = lambda c: done[(c.model.remat, c.train.grad_accum_steps, c.train.batch_size)]
+  devices = topo.compile_only_devices()
+  auto = tiny_config.copy_and_resolve_references()
+  auto.train.batch_size = 8 * 8192
+  chosen, found, line = fit.choose(auto, devices, try_config=looked_up)
+  assert (chosen.model.remat, chosen.train.grad_accum_steps) == ('none', best.microbatches) and found is best
+  assert line.startswith(f'auto: model.remat none and train.grad_accum_steps {best.microbatches} (with 1 '
+                         f'microbatch and remat none it needs {fit.gib(out["first"].required)} of temporaries')
+  with pytest.raises(ConfigError, match=(
+      rf'^the training step does not fit in device memory: batch 65536 \(8192 per data shard\), remat none: does '
+      rf'NOT fit, .* Set --config.train.grad_accum_steps={best.microbatches} \(or set model.remat and '
+      rf'train.grad_accum_steps to auto\)\.$')):
+    fit.choose(config, devices, try_config=looked_up)
 
 
 def test_flops_and_step_time_estimate(tiny_config, tmp_path):
@@ -146,7 +164,7 @@ def test_smallest_slice_is_where_halving_stops_fitting(tiny_config):
   assert 'smallest v5e slice that fits batch 81920: v5e-4' in out['text']
   assert found.remat == 'full'  # every weaker policy was tried there and failed; the next weaker one again:
   weaker = aot.REMAT_BY_MEMORY[aot.REMAT_BY_MEMORY.index(found.remat) - 1]
-  assert not aot.check(aot.with_overrides(config, 81920, weaker), smallest).fits
+  assert not aot.check(fit.with_settings(config, weaker, 1, 81920), smallest).fits
   assert math.isclose(seconds, out['step_seconds'] * 2)  # half the chips
   row = aot.markdown_row('tiny', topo, out, smallest=True)
   assert row.endswith(f'| v5e-4: remat={found.remat}, {aot.gib(found.peak)}, '
@@ -163,8 +181,43 @@ def test_training_stops_before_reading_data_when_the_step_does_not_fit(tiny_conf
 
   monkeypatch.setattr(step_lib, 'compile_train_step', out_of_memory)
   monkeypatch.setattr(train.pipeline_lib.Pipeline, 'next_batch', lambda self: pytest.fail('read data'))
-  with pytest.raises(ConfigError, match=r'does not fit in device memory .*python -m albert_jax.aot'):
+  with pytest.raises(ConfigError, match=r'^the training step does not fit in device memory: batch 64 \(64 per data '
+                                        r'shard\), remat none: does NOT fit, needs 36.85 GiB .* Set a smaller '
+                                        r'train.batch_size, or parameters sharded over mesh.fsdp'):
     train.train_and_evaluate(tiny_config, tmp_path, devices=jax.devices()[:1])
+
+
+def test_training_takes_the_fewest_microbatches_that_fit_says_so_and_remembers_them(tiny_config, tmp_path,
+                                                                                  monkeypatch, capsys):
+  """'auto' on devices where the whole batch does not fit (here: a device that says so of one microbatch, as a
+  TPU's compiler would): training compiles the next settings of the fit check's search, trains with the first that
+  fits, says so in one line, and a restart tries that one first: one compile."""
+  from albert_jax import train
+  compiled = []
+  real_check = fit.check
+
+  def small_device(config, devices, where=''):
+    compiled.append((config.model.remat, config.train.grad_accum_steps))
+    found = real_check(config, devices, where)
+    if config.train.grad_accum_steps == 1:  # the whole batch: over this device's memory
+      return fit.Check(**{**{f.name: getattr(found, f.name) for f in dataclasses.fields(found)}, 'fits': False,
+                          'required': 20 * 2 ** 30, 'compiled': None, 'program': None})
+    return found
+
+  monkeypatch.setattr(fit, 'check', small_device)
+  config = tiny_config.copy_and_resolve_references()
+  config.train.update(num_steps=4, warmup_steps=1, log_every=2, eval_every=4, checkpoint_every=2, eval_batches=1)
+  train.train_and_evaluate(config, tmp_path, devices=jax.devices()[:1])
+  said = capsys.readouterr().out
+  assert compiled == [('none', 1), ('none', 2)]
+  assert ('auto: model.remat none and train.grad_accum_steps 2 (with 1 microbatch and remat none it needs 20.00 GiB '
+          'of temporaries, more than a device holds;') in said
+  assert json.loads((tmp_path / 'fit.json').read_text()).popitem()[1] == {'remat': 'none', 'microbatches': 2}
+  assert json.loads((tmp_path / 'config.json').read_text())['train']['grad_accum_steps'] == 'auto'  # as given
+  compiled.clear()
+  config.train.num_steps = 6
+  train.train_and_evaluate(config, tmp_path, devices=jax.devices()[:1])
+  assert compiled == [('none', 2)] and 'train.grad_accum_steps 2, as at the run\'s last start' in capsys.readouterr().out
 
 
 def test_nothing_from_libtpu_reaches_the_console_where_there_is_no_tpu():
