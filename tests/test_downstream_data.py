@@ -277,3 +277,129 @@ def test_every_task_provides_what_finetune_asks_of_a_task(name):
   members = [k for k in vars(Task) if not k.startswith('_')] + list(Task.__annotations__)
   assert len(members) == 12 and not [k for k in members if not hasattr(task, k)]
   assert task.name == name and task.metric.startswith('eval_') and task.scale in (1.0, 100.0)
+
+
+# ---- the Hugging Face Hub's downloads: a folder per configuration of Parquet files ----------------------------------
+
+# The datasets library's ClassLabel names of nyu-mll/glue (the same classes, in the same order, as TFDS's).
+HUB_CLASSES = {'cola': ['unacceptable', 'acceptable'], 'sst2': ['negative', 'positive'],
+               'mrpc': ['not_equivalent', 'equivalent'], 'qqp': ['not_duplicate', 'duplicate'],
+               'mnli': ['entailment', 'neutral', 'contradiction'], 'qnli': ['entailment', 'not_entailment'],
+               'rte': ['entailment', 'not_entailment'], 'wnli': ['not_entailment', 'entailment'],
+               'ax': ['entailment', 'neutral', 'contradiction']}
+
+
+def hub_parquet(folder, split, rows, features, files=1):
+  """A split as the Hub stores it: SPLIT-0000K-of-0000N.parquet, the features in the schema's metadata."""
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  folder.mkdir(parents=True, exist_ok=True)
+  for k in range(files):
+    part = rows[k::files]
+    table = pa.Table.from_pylist(part) if part else pa.table({name: [] for name in features})
+    metadata = {'huggingface': json.dumps({'info': {'features': features}})} if features is not None else {}
+    pq.write_table(table.replace_schema_metadata(metadata), folder / f'{split}-{k:05d}-of-{files:05d}.parquet')
+
+
+def hub_glue_task(root, name, splits, metadata=True):
+  """One task's folder of nyu-mll/glue from {hub split: [(texts..., label)]}: its columns, label and idx."""
+  keys = glue._TFDS_AX_KEYS if name == 'ax' else glue.GLUE[name].tfds_keys  # pylint: disable=protected-access
+  label = ({'dtype': 'float32', '_type': 'Value'} if name == 'stsb' else
+           {'names': HUB_CLASSES[name], '_type': 'ClassLabel'})
+  features = {**{k: {'dtype': 'string', '_type': 'Value'} for k in keys}, 'label': label,
+              'idx': {'dtype': 'int32', '_type': 'Value'}} if metadata else None
+  for split, examples in splits.items():
+    rows = [{**dict(zip(keys, example[:-1])), 'label': example[-1], 'idx': i} for i, example in enumerate(examples)]
+    hub_parquet(root / name, split, rows, features, files=2 if len(rows) > 3 else 1)
+
+
+def test_glue_reads_the_hubs_download_as_its_original_files(tmp_path):
+  """SST-2 and MRPC, the real files: the same examples, texts and labels from the original TSVs and from the same
+  rows laid out as nyu-mll/glue is on the Hub (in two files a split); the test split unlabelled (-1)."""
+  shared = ROOT.parent / 'shared' / 'data' / 'glue'
+  if not shared.is_dir():
+    pytest.skip(f'the real GLUE files are at {shared}')
+  for name, directory in (('sst2', 'SST-2'), ('mrpc', 'MRPC')):
+    original = glue.GlueTask(config_for(name, shared, test_predictions=False)).splits()
+    spec, hub_splits = glue.GLUE[name], {}
+    for split, hub_split in (('train', 'train'), ('dev', 'validation')):
+      examples = original[split][0][:50]
+      label = lambda e: spec.labels.index(e.label)  # the original's '0'/'1': the Hub's class index
+      hub_splits[hub_split] = [(e.text_a, e.label and label(e)) if e.text_b is None else
+                               (e.text_a, e.text_b, label(e)) for e in examples]
+    hub_splits['test'] = [texts[:-1] + (-1,) for texts in hub_splits['validation'][:5]]
+    hub_glue_task(tmp_path / 'glue', name, hub_splits)
+    read = glue.GlueTask(config_for(name, tmp_path / 'glue')).splits()
+    for split in ('train', 'dev'):
+      assert [(e.text_a, e.text_b, e.label) for e in read[split][0]] == [
+          (e.text_a, e.text_b, e.label) for e in original[split][0][:50]]
+    assert [e.label for e in read['test'][0]] == [None] * 5 and read['test'][1] == f'{directory}.tsv'
+    # The task's own folder named directly reads the same.
+    direct = glue.GlueTask(config_for(name, tmp_path / 'glue' / name, test_predictions=False)).splits()
+    assert [e.text_a for e in direct['train'][0]] == [e.text_a for e in read['train'][0]]
+
+
+@pytest.mark.parametrize('name', list(glue.GLUE))
+def test_every_glue_task_reads_the_hubs_layout(name, tmp_path):
+  """Every task's Hub folder (MNLI's matched and mismatched splits, the diagnostic set in ax/), labels as the
+  datasets library names them, or as indices where a file carries no names."""
+  keys = glue.GLUE[name].tfds_keys
+  texts = lambda i: tuple(f'{k} {i}.' for k in keys)
+  classes = HUB_CLASSES.get(name)
+  labelled = [texts(i) + ((i * 0.5,) if name == 'stsb' else (i % len(classes),)) for i in range(4)]
+  unlabelled = [texts(i) + (-1,) for i in range(2)]
+  splits = ({'train': labelled, 'validation_matched': labelled, 'validation_mismatched': labelled,
+             'test_matched': unlabelled, 'test_mismatched': unlabelled} if name == 'mnli' else
+            {'train': labelled, 'validation': labelled, 'test': unlabelled})
+  for metadata in (True, False):
+    hub_glue_task(tmp_path / str(metadata), name, splits, metadata)
+    if name == 'mnli':
+      hub_glue_task(tmp_path / str(metadata), 'ax', {'test': [('p.', 'h.', -1)]}, metadata)
+    read = glue.GlueTask(config_for(name, tmp_path / str(metadata))).splits()
+    dev = read['dev'][0]
+    assert [(e.text_a, e.text_b) for e in dev] == [(t[0], t[1] if len(keys) > 1 else None) for t in labelled]
+    if name == 'stsb':
+      assert [e.label for e in dev] == [0.0, 0.5, 1.0, 1.5]
+    else:  # the original's label names: MNLI's, QNLI's and RTE's by name, the others' as 0 and 1
+      expected = [classes[t[-1]] if classes[t[-1]] in glue.GLUE[name].labels else str(t[-1]) for t in labelled]
+      assert [e.label for e in dev] == expected
+    assert all(e.label is None for e in read['test'][0])
+    if name == 'mnli':
+      assert read['ax'][0][0].text_a == 'p.' and read['ax'][1] == 'AX.tsv'
+
+
+def test_a_hub_folder_without_a_split_or_with_a_damaged_file_says_which(tmp_path):
+  hub_glue_task(tmp_path, 'rte', {'train': [('a.', 'b.', 0)]})
+  with pytest.raises(DataError, match=r'rte holds no validation split of GLUE rte \(validation-\*.parquet\); it has: '
+                                      r'train'):
+    glue.GlueTask(config_for('rte', tmp_path)).splits()
+  hub_glue_task(tmp_path, 'rte', {'validation': [('a.', 'b.', 0)], 'test': [('a.', 'b.', -1)]})
+  (tmp_path / 'rte' / 'train-00000-of-00001.parquet').write_bytes(b'PAR1 cut short')
+  with pytest.raises(DataError, match=r'train-00000-of-00001.parquet cannot be read as Parquet .*download it again'):
+    glue.GlueTask(config_for('rte', tmp_path)).splits()
+
+
+def test_race_reads_the_hubs_download_as_its_original_files(tmp_path):
+  """ehovy/race: one row a question; its level's folder or all/ (both levels, told apart by the article's file)."""
+  race_folder(tmp_path / 'original')
+  for split in ('train', 'dev', 'test'):  # each level's article under its own file name, as RACE ships them
+    high = tmp_path / 'original' / 'RACE' / split / 'high' / 'high1.txt'
+    high.write_text(json.dumps({**json.loads(high.read_text()), 'id': 'high1.txt'}))
+  original = race.RaceTask(config_for('race', tmp_path / 'original', levels='middle,high', max_qa_length=6))
+  expected = original.splits()
+  article = json.loads((tmp_path / 'original' / 'RACE' / 'train' / 'middle' / 'middle1.txt').read_text())
+  for layout in ('levels', 'all'):
+    for split in ('train', 'validation', 'test'):
+      rows = {level: [{'example_id': f'{level}1.txt', 'article': article['article'], 'question': question,
+                       'options': options, 'answer': answer}
+                      for question, options, answer in zip(article['questions'], article['options'],
+                                                            article['answers'])] for level in ('middle', 'high')}
+      if layout == 'levels':
+        for level in rows:
+          hub_parquet(tmp_path / layout / level, split, rows[level], None)
+      else:
+        hub_parquet(tmp_path / layout / 'all', split, rows['high'] + rows['middle'], None)
+    read = race.RaceTask(config_for('race', tmp_path / layout, levels='middle,high', max_qa_length=6)).splits()
+    for split in ('train', 'dev', 'test'):
+      got = sorted((q.guid, q.level, q.endings, q.label) for q in read[split][0])
+      assert got == sorted((q.guid, q.level, q.endings, q.label) for q in expected[split][0]), (layout, split)

@@ -220,6 +220,39 @@ def test_tfds_squad_is_regrouped_for_the_official_scorer():
   assert scores['HasAns_total'] == 2 and scores['NoAns_exact'] == 100.0
 
 
+@pytest.mark.parametrize('version, name, folder', [('1.1', 'squad_v1', 'plain_text'),
+                                                   ('v2.0', 'squad_v2', 'squad_v2')])
+def test_the_hubs_squad_reads_as_the_official_files(version, name, folder, tmp_path):
+  """rajpurkar/squad and rajpurkar/squad_v2 as the Hub holds them (one row a question: id, title, context, question,
+  answers {text, answer_start}; no answers: impossible in 2.0): the questions and the scorer's gold of the official
+  JSON files with the same questions."""
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  suffix = 'v1.1' if version == '1.1' else 'v2.0'
+  official = squad_file(tmp_path / 'official' / f'dev-{suffix}.json', version=version)
+  squad_file(tmp_path / 'official' / f'train-{suffix}.json', version=version)
+  rows = [{'id': qa['id'], 'title': article['title'], 'context': paragraph['context'], 'question': qa['question'],
+           'answers': {'text': [a['text'] for a in qa['answers']],
+                       'answer_start': [a['answer_start'] for a in qa['answers']]}}
+          for article in official['data'] for paragraph in article['paragraphs'] for qa in paragraph['qas']]
+  (tmp_path / 'hub' / folder).mkdir(parents=True)
+  for split in ('train', 'validation'):
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / 'hub' / folder / f'{split}-00000-of-00001.parquet')
+  config = finetune_defaults()
+  config.task.update(name=name, max_seq_length=64, doc_stride=16, max_query_length=8, n_best_size=5,
+                     max_answer_length=30)
+  read = {}
+  for layout in ('official', 'hub'):
+    config.task.data = str(tmp_path / layout)
+    task = squad.SquadTask(config)
+    questions = task.splits()['dev'][0]
+    read[layout] = ([(q.qid, q.question, q.context, q.answers, q.is_impossible) for q in questions],
+                    squad_eval.evaluate_v2(task.gold['dev'], {'a': '1903', 'b': 'Curie', 'c': ''}))
+  assert read['hub'] == read['official']
+  config.task.data = str(tmp_path / 'hub' / folder)  # the configuration's folder named directly
+  assert len(squad.SquadTask(config).splits()['train'][0]) == len(rows)
+
+
 def test_every_answer_position_is_labelled_in_exactly_the_windows_that_hold_it(builtin_tokenizer):
   """Answers at every place of the context, windows edges included: a window is labelled with the answer iff it
   holds all of the answer's pieces, and the labelled pieces cut out exactly the answer's text."""

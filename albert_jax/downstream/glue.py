@@ -1,5 +1,6 @@
-"""GLUE: its tasks read from TFDS (glue/<task>) or the original TSV directories, on the classification and
-regression base (classification.py), and the leaderboard files.
+"""GLUE: its tasks read from the Hugging Face Hub's download (nyu-mll/glue: a folder per task of Parquet files), the
+original TSV directories, or TFDS (glue/<task>), on the classification and regression base (classification.py),
+and the leaderboard files.
 """
 import csv
 import dataclasses
@@ -8,7 +9,7 @@ from typing import Optional
 
 from albert_jax import paths
 from albert_jax.data import sources
-from albert_jax.downstream import DataError
+from albert_jax.downstream import DataError, hub
 from albert_jax.downstream.classification import ClassificationTask, Example
 
 
@@ -71,12 +72,16 @@ GLUE = {
                      Columns(1, 2, None, 0), _dev_and_test('WNLI.tsv')),
 }
 _AX_COLUMNS = Columns(1, 2, None, 0)
+# The classes of TFDS's and the Hub's label indices, where they are names (the others are 0 and 1 as in the TSVs).
+_CLASSES = {'mnli': ('entailment', 'neutral', 'contradiction'), 'qnli': ('entailment', 'not_entailment'),
+            'rte': ('entailment', 'not_entailment')}
 _TFDS_AX_KEYS = ('premise', 'hypothesis')
 
 
 class GlueTask(ClassificationTask):
-  """One GLUE task; `config.task.data` is 'tfds' or the GLUE download's folder (holding CoLA/, SST-2/, ...) or the
-  task's own folder."""
+  """One GLUE task; `config.task.data` is a folder, told apart by what it holds: the Hub's download of
+  nyu-mll/glue (sst2/train-00000-of-00001.parquet, ...) or its task's folder; the original GLUE download (SST-2/
+  train.tsv, ...) or its task's folder; or 'tfds'."""
 
   def __init__(self, config):
     name = config.task.name
@@ -89,7 +94,8 @@ class GlueTask(ClassificationTask):
     """{split: (examples, leaderboard file or None)}: 'train', the dev splits (scored; 'dev' picks the best
     checkpoint) and, when asked for, the test splits (predicted only). Every file is read and checked here."""
     wanted = [s for s in self.spec.splits if s[0].startswith('dev') or self.test_predictions]
-    read = self._read_tfds if self.data == 'tfds' else self._read_tsv
+    read = (self._read_tfds if self.data == 'tfds' else
+            self._read_hub if hub.folder(self.data, [self.name]) else self._read_tsv)
     out = {'train': (read('train', 'train.tsv', 'train'), None)}
     for split, tsv, tfds_split, leaderboard in wanted:
       out[split] = (read(split, tsv, tfds_split), leaderboard)
@@ -131,6 +137,20 @@ class GlueTask(ClassificationTask):
       raise DataError(f'{path} holds no examples.')
     return examples
 
+  def _read_hub(self, split: str, file: str, hub_split: str) -> list:
+    """The Hub's splits are TFDS's names (validation_matched, ...); the diagnostic set is its own folder, ax/."""
+    name, keys = self.name, self.spec.tfds_keys
+    if hub_split.startswith('ax:'):
+      name, hub_split, keys = 'ax', hub_split[3:], _TFDS_AX_KEYS
+    root = paths.path(self.data)
+    folder = hub.folder(root, [name]) or (hub.folder(root.parent, [name]) if name == 'ax' else None)
+    if folder is None:
+      raise DataError(f'{root} holds no {name}/ folder of Parquet files: the GLUE diagnostic set (AX) is read from '
+                      f'it. Download nyu-mll/glue whole, or set --config.task.test_predictions=False.')
+    rows, features = hub.read(folder, hub_split, f'GLUE {name}')
+    hub.missing_columns(rows, [*keys, 'label', 'idx'], f'{folder} ({hub_split})')
+    return self._examples(rows, split, keys, hub.class_names(features), f'{folder} ({hub_split})')
+
   def _read_tfds(self, split: str, file: str, tfds_split: str) -> list:
     import tensorflow_datasets as tfds
     name, keys = f'glue/{self.name}', self.spec.tfds_keys
@@ -144,19 +164,31 @@ class GlueTask(ClassificationTask):
       raise
     except Exception as e:  # not prepared, a missing split, ...
       raise DataError(f'TFDS {name} split {tfds_split!r} cannot be read ({e}). Prepare it (tfds build {name}) and '
-                      f'set data.tfds_data_dir, or set task.data to the GLUE TSV folder.') from e
+                      f'set data.tfds_data_dir, or set task.data to the GLUE folder (the Hub\'s download or the '
+                      f'original TSVs).') from e
+    return self._examples(rows, split, keys, label_names, f'TFDS {name}')
+
+  def _examples(self, rows, split: str, keys: tuple, label_names, where: str) -> list:
+    """TFDS's or the Hub's rows (the same fields: the texts, label, idx) as examples in the leaderboard's order;
+    test rows carry no label (-1 at the Hub)."""
     examples = []
+    text = lambda value: value.decode('utf-8') if isinstance(value, bytes) else str(value)
     for row in rows:
       label = None
       if not split.startswith('test') and split != 'ax':
-        label = float(row['label']) if self.labels is None else self._tfds_label(int(row['label']), label_names)
-      text = lambda key: row[key].decode('utf-8')
-      examples.append(Example(guid=str(int(row['idx'])), text_a=text(keys[0]),
-                              text_b=text(keys[1]) if len(keys) > 1 else None, label=label))
-    return sorted(examples, key=lambda e: int(e.guid))  # TFDS stores them shuffled; the leaderboard's order
+        label = (float(row['label']) if self.labels is None else
+                 self._label_name(int(row['label']), label_names, where))
+      examples.append(Example(guid=str(int(row['idx'])), text_a=text(row[keys[0]]),
+                              text_b=text(row[keys[1]]) if len(keys) > 1 else None, label=label))
+    if not examples:
+      raise DataError(f'{where} holds no examples.')
+    return sorted(examples, key=lambda e: int(e.guid))  # stored shuffled (TFDS) or in files: the leaderboard's order
 
-  def _tfds_label(self, index: int, names) -> str:
-    """TFDS's label index as the original's label name: by name where they agree (MNLI, QNLI, RTE), else 0/1."""
-    if index < 0 or (names and index >= len(names)):
-      raise DataError(f'TFDS glue/{self.name}: label {index} is outside its {len(names or [])} classes.')
+  def _label_name(self, index: int, names, where: str) -> str:
+    """A label index (TFDS's, the Hub's: their classes are in the same order, _CLASSES where a file does not name
+    them) as the original's label name: by name where they agree (MNLI, QNLI, RTE), else 0/1."""
+    names = names or _CLASSES.get(self.name)
+    if index < 0 or index >= len(names or self.labels):
+      raise DataError(f'{where}: label {index} is outside its {len(names or self.labels)} classes (a labelled split '
+                      f'with the test split\'s -1?).')
     return names[index] if names and names[index] in self.labels else str(index)

@@ -14,7 +14,7 @@ import numpy as np
 from albert_jax import paths
 from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
-from albert_jax.downstream import DataError
+from albert_jax.downstream import DataError, hub
 from albert_jax.downstream.classification import ClassificationTask
 
 LEVELS = ('middle', 'high')
@@ -32,20 +32,21 @@ class Question:
 
 def make_questions(article_id: str, level: str, row: dict, where: str) -> list:
   """The questions of one article (a dict with article, questions, options, answers), checked."""
-  out = []
   questions, options, answers = row['questions'], row['options'], row.get('answers') or []
-  for i, question in enumerate(questions):
-    if i >= len(options) or len(options[i]) != 4:
-      raise DataError(f'{where}: question {i} has {len(options[i]) if i < len(options) else 0} options; RACE '
-                      f'questions have exactly 4 (fix or remove it).')
-    answer = answers[i] if i < len(answers) else ''
-    if answer and answer not in CHOICES:
-      raise DataError(f'{where}: question {i} has answer {answer!r}, not one of A, B, C, D.')
-    endings = [question.replace('_', option) if '_' in question else f'{question} {option}'
-               for option in options[i]]
-    out.append(Question(f'{article_id}-{i}', level, row['article'], endings,
-                        CHOICES.index(answer) if answer else -1))
-  return out
+  return [make_question(article_id, i, level, row['article'], question, options[i] if i < len(options) else [],
+                        answers[i] if i < len(answers) else '', where) for i, question in enumerate(questions)]
+
+
+def make_question(article_id: str, number: int, level: str, article: str, question: str, options: list,
+                  answer: str, where: str) -> Question:
+  """The article's `number`th question, its four options made into endings as the original does; checked."""
+  if len(options) != 4:
+    raise DataError(f'{where}: question {number} has {len(options)} options; RACE questions have exactly 4 (fix '
+                    f'or remove it).')
+  if answer and answer not in CHOICES:
+    raise DataError(f'{where}: question {number} has answer {answer!r}, not one of A, B, C, D.')
+  endings = [question.replace('_', option) if '_' in question else f'{question} {option}' for option in options]
+  return Question(f'{article_id}-{number}', level, article, endings, CHOICES.index(answer) if answer else -1)
 
 
 class RaceTask(ClassificationTask):
@@ -77,9 +78,14 @@ class RaceTask(ClassificationTask):
     return {split: ([q for level in self.levels for q in self._read(split, level)], None) for split in names}
 
   def _read(self, split: str, level: str) -> list:
+    """The level's split from config.task.data, told apart by what it holds: the Hub's download of ehovy/race
+    (middle/, high/ or all/, each of Parquet files; or that folder itself), the original RACE folder, or 'tfds'."""
     if self.data == 'tfds':
       return self._read_tfds(split, level)
     root = paths.path(self.data)
+    found = hub.folder(root, [level, 'all'])
+    if found:
+      return self._read_hub(found, split, level)
     folder = next((f for f in (root / 'RACE' / split / level, root / split / level) if f.is_dir()), None)
     if folder is None:
       raise DataError(f'{root / split / level} is missing: config.task.data must be the RACE folder, holding '
@@ -108,6 +114,25 @@ class RaceTask(ClassificationTask):
     if missing:
       raise DataError(f'{where} lacks {", ".join(missing)}: not a RACE article.')
     return row
+
+  def _read_hub(self, folder, split: str, level: str) -> list:
+    """One row a question (example_id: its article's file, as high1234.txt; article, question, options, answer);
+    from all/, the rows of this level's articles."""
+    hub_split = 'validation' if split == 'dev' else split
+    where = f'{folder} ({hub_split})'
+    rows, _ = hub.read(folder, hub_split, 'RACE')
+    hub.missing_columns(rows, ('example_id', 'article', 'question', 'options', 'answer'), where)
+    if folder.name == 'all':
+      rows = [row for row in rows if str(row['example_id']).startswith(level)]
+    questions, asked = [], {}
+    for row in rows:
+      article_id = str(row['example_id'])
+      number = asked[article_id] = asked.get(article_id, -1) + 1  # the question's place in its article
+      questions.append(make_question(article_id, number, level, row['article'], row['question'],
+                                     list(row['options']), row['answer'] or '', f'{where} {article_id}'))
+    if not questions:
+      raise DataError(f'{where} holds no {level} questions.')
+    return questions
 
   def _read_tfds(self, split: str, level: str) -> list:
     import tensorflow_datasets as tfds

@@ -21,8 +21,7 @@ import optax
 from albert_jax import paths
 from albert_jax.data import sources
 from albert_jax.data.tokenizer import CLS, SEP
-from albert_jax.downstream import squad_eval
-from albert_jax.downstream import DataError
+from albert_jax.downstream import DataError, hub, squad_eval
 
 
 @dataclasses.dataclass
@@ -171,13 +170,23 @@ class SquadTask:
     return {split: (self._read(split), None) for split in ('train', 'dev')}
 
   def _read(self, split: str) -> list:
+    """The split from config.task.data, told apart by what it holds: the Hub's download (rajpurkar/squad's
+    plain_text/ or rajpurkar/squad_v2's squad_v2/ folder of Parquet files, or that folder itself), the official
+    JSON files (train-v1.1.json, dev-v1.1.json), or 'tfds'."""
     if self.data == 'tfds':
       return self._read_tfds(split)
     root = paths.path(self.data)
+    found = hub.folder(root, ['plain_text'] if self.version == 'v1.1' else ['squad_v2'])
+    if found:
+      where = f'{found} ({"train" if split == "train" else "validation"})'
+      rows, _ = hub.read(found, 'train' if split == 'train' else 'validation', f'SQuAD {self.version}')
+      hub.missing_columns(rows, ('id', 'context', 'question', 'answers'), where)
+      return self._official(rows, split, where)
     path = root / f'{split}-{self.version}.json'
     if not path.exists():
-      raise DataError(f'{path} is missing: config.task.data must be the folder holding the official '
-                      f'train-{self.version}.json and dev-{self.version}.json.')
+      raise DataError(f'{path} is missing: config.task.data must be the folder of the Hub\'s download '
+                      f'(rajpurkar/{"squad" if self.version == "v1.1" else "squad_v2"}) or the one holding the '
+                      f'official train-{self.version}.json and dev-{self.version}.json.')
     try:
       data = json.loads(path.read_text(encoding='utf-8'))['data']
     except (json.JSONDecodeError, KeyError) as e:
@@ -195,19 +204,26 @@ class SquadTask:
       raise
     except Exception as e:  # not prepared, ...
       raise DataError(f'TFDS {name} cannot be read ({e}). Prepare it (tfds build {name}) and set '
-                      f'data.tfds_data_dir, or set task.data to the folder of the official JSON files.') from e
+                      f'data.tfds_data_dir, or set task.data to the folder of the Hub\'s download or the official '
+                      f'JSON files.') from e
+    return self._official(rows, split, f'TFDS {name} {split}')
+
+  def _official(self, rows, split: str, where: str) -> list:
+    """TFDS's or the Hub's rows (one a question: id, question, context, answers {text, answer_start}) regrouped
+    into the official layout, which the scorer reads; in SQuAD 2.0 a question without answers is impossible."""
     text = lambda x: x.decode('utf-8') if isinstance(x, bytes) else str(x)
     paragraphs = {}
-    for row in rows:  # regrouped into the official layout, which the scorer reads
+    for row in rows:
+      answers = row['answers']
       qa = {'id': text(row['id']), 'question': text(row['question']),
-            'answers': [{'text': text(t), 'answer_start': int(s)} for t, s in zip(row['answers']['text'],
-                                                                                  row['answers']['answer_start'])]}
-      if 'is_impossible' in row:
-        qa['is_impossible'] = bool(row['is_impossible'])
+            'answers': [{'text': text(t), 'answer_start': int(s)} for t, s in zip(answers['text'],
+                                                                                  answers['answer_start'])]}
+      if 'is_impossible' in row or self.version == 'v2.0':
+        qa['is_impossible'] = bool(row['is_impossible']) if 'is_impossible' in row else not qa['answers']
       paragraphs.setdefault(text(row['context']), []).append(qa)
     data = [{'title': '', 'paragraphs': [{'context': c, 'qas': qas} for c, qas in paragraphs.items()]}]
     self.gold[split] = data
-    return parse(data, f'TFDS {name} {split}', self.version)
+    return parse(data, where, self.version)
 
   # ---- Features.
 
