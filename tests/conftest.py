@@ -64,6 +64,19 @@ def load_config(relative_path: str, *arg):
   return from_file(ROOT / relative_path, *arg)
 
 
+def hub_parquet(folder, split, rows, features, files=1):
+  """A dataset's split as the Hugging Face Hub stores it: SPLIT-0000K-of-0000N.parquet in its configuration's
+  folder, the datasets library's features (None: none) in the schema's metadata."""
+  import pyarrow as pa
+  import pyarrow.parquet as pq
+  folder.mkdir(parents=True, exist_ok=True)
+  for k in range(files):
+    part = rows[k::files]
+    table = pa.Table.from_pylist(part) if part else pa.table({name: [] for name in features})
+    metadata = {'huggingface': json.dumps({'info': {'features': features}})} if features is not None else {}
+    pq.write_table(table.replace_schema_metadata(metadata), folder / f'{split}-{k:05d}-of-{files:05d}.parquet')
+
+
 @pytest.fixture(scope='session')
 def tiny_config(tfds_dir):
   config = load_config('configs/tiny.py')
@@ -189,7 +202,9 @@ def bucket(gcs_server) -> str:
 
 # Records each call's argv; answers `describe` from a queue of states; for ssh, runs the start-training line in a
 # fake worker's home (as the remote shell would) and answers the workers' status query (launch.tpu.WORKER_STATUS)
-# for GCLOUD_WORKERS workers (default 8, a v3-64's), each with exit code GCLOUD_EXIT_CODE (none: running).
+# for GCLOUD_WORKERS workers (default 8, a v3-64's), each with exit code GCLOUD_EXIT_CODE, else the fake worker's
+# own (none: nothing ran yet); `storage cp -r SRC gs://DEST/` copies for real, into the GCS server the environment
+# names.
 STAND_IN = '''#!{python}
 import json, os, subprocess, sys
 argv = sys.argv[1:]
@@ -202,10 +217,21 @@ if 'describe' in argv:
 command = next((a[len('--command='):] for a in argv if a.startswith('--command=')), '')
 if command.startswith('mkdir -p $HOME/albert_run'):
     subprocess.run(['bash', '-c', command], env={{**os.environ, 'HOME': os.environ['WORKER_HOME']}}, check=True)
+    import time  # the fake worker's python, detached, writes its exit code within moments: wait for it
+    ran = os.path.join(os.environ['WORKER_HOME'], 'albert_run', 'exit_code')
+    for _ in range(200):
+        if os.path.exists(ran) and open(ran).read().strip():
+            break
+        time.sleep(0.05)
 if 'albert-worker|' in command:
-    code = os.environ.get('GCLOUD_EXIT_CODE', '-')
+    ran = os.path.join(os.environ['WORKER_HOME'], 'albert_run', 'exit_code')
+    code = os.environ.get('GCLOUD_EXIT_CODE') or (open(ran).read().strip() if os.path.exists(ran) else '-')
+    alive = int('GCLOUD_EXIT_CODE' in os.environ and code == '-')
     for worker in range(int(os.environ.get('GCLOUD_WORKERS', 8))):
-        print(f'albert-worker|{{worker}}|{{code}}|{{int(code == "-")}}|step 7/7|')
+        print(f'albert-worker|{{worker}}|{{code}}|{{alive}}|step 7/7|')
+if argv[:3] == ['storage', 'cp', '-r']:
+    from albert_jax import paths
+    paths.copy_tree(argv[3], argv[4].rstrip('/') + '/' + os.path.basename(argv[3].rstrip('/')))
 '''
 
 # The worker's python: writes down the argv and environment it was started with.

@@ -12,7 +12,7 @@ from albert_jax import finetune
 from albert_jax.config import finetune_defaults, from_file
 from albert_jax.downstream import builtin, classification, glue, race
 from albert_jax.downstream import DataError, Task
-from conftest import ROOT
+from conftest import ROOT, hub_parquet
 
 
 # ---- metrics ----------------------------------------------------------------------------------------------------
@@ -287,18 +287,6 @@ HUB_CLASSES = {'cola': ['unacceptable', 'acceptable'], 'sst2': ['negative', 'pos
                'mnli': ['entailment', 'neutral', 'contradiction'], 'qnli': ['entailment', 'not_entailment'],
                'rte': ['entailment', 'not_entailment'], 'wnli': ['not_entailment', 'entailment'],
                'ax': ['entailment', 'neutral', 'contradiction']}
-
-
-def hub_parquet(folder, split, rows, features, files=1):
-  """A split as the Hub stores it: SPLIT-0000K-of-0000N.parquet, the features in the schema's metadata."""
-  import pyarrow as pa
-  import pyarrow.parquet as pq
-  folder.mkdir(parents=True, exist_ok=True)
-  for k in range(files):
-    part = rows[k::files]
-    table = pa.Table.from_pylist(part) if part else pa.table({name: [] for name in features})
-    metadata = {'huggingface': json.dumps({'info': {'features': features}})} if features is not None else {}
-    pq.write_table(table.replace_schema_metadata(metadata), folder / f'{split}-{k:05d}-of-{files:05d}.parquet')
 
 
 def hub_glue_task(root, name, splits, metadata=True):

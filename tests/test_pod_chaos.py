@@ -117,18 +117,26 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
   console.close()
   said = open(tmp_path / 'babysit.log').read()
 
-  # One line per restart: the worker, the cause, the step resumed from and the steps lost.
+  # One line per restart: the worker, the cause, the step resumed from and the steps lost. The three faults' restarts
+  # come in order; on a loaded machine behind the faulty storage another restartable failure may come between them
+  # (a storage error that outlasted the clients' retries): it too is restarted, and the run still ends as the
+  # unbroken one did.
   restarts = [line for line in said.splitlines() if re.match(r'pod: restart \d of at most 8: ', line)]
-  assert len(restarts) == 3, said[-4000:]
-  assert 'worker 1: exit code 137 (killed by a signal)' in restarts[0], restarts[0]
-  assert 'worker 0: gone (no exit code' in restarts[1], restarts[1]
-  assert re.search(r'worker 0: exit code 42 \(restartable\).*lost host 1: it stopped sending heartbeats',
-                   restarts[2]), restarts[2]
+  shown = '\n'.join(restarts) + '\n' + said[-4000:]
+  causes = [r'worker 1: exit code 137 \(killed by a signal\)', r'worker 0: gone \(no exit code',
+            r'worker 0: exit code 42 \(restartable\).*lost host 1: it stopped sending heartbeats']
+  ours = []
+  for line in restarts:
+    if len(ours) < len(causes) and re.search(causes[len(ours)], line):
+      ours.append(line)
+    else:
+      assert re.search(r': (exit code 42 \(restartable\)|exit code 1[3-9]\d \(killed by a signal\)|gone)', line), shown
+  assert len(ours) == 3 and len(restarts) <= 5, shown
   resumed = [int(re.search(r'resuming from step (\d+)', line).group(1)) for line in restarts]
   for step, line in zip(resumed, restarts):
     assert step % EVERY == 0 and re.search(r'resuming from step \d+(, the newest whole checkpoint| \(no whole '
                                            r'checkpoint yet\)): \d+ steps to compute again', line), line
-  assert 'training finished (exit code 0); 3 restart(s)' in said and 'nothing is training' not in said
+  assert f'training finished (exit code 0); {len(restarts)} restart(s)' in said and 'nothing is training' not in said
 
   # status, logs and delete on the pod as it is now.
   status = launch('status', *POD, stdout=subprocess.PIPE)
@@ -165,14 +173,16 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
     data = json.loads(paths.path(f'{workdir}/checkpoints/{step}/data/metadata').read_text())
     assert [h['step'] for h in data['hosts']] == [step, step]
 
-  # The goodput record: four attempts, each resumed from the newest checkpoint that was whole when its run stopped
+  # The goodput record: an attempt per start, each resumed from the newest checkpoint whole when its run stopped
   # (babysit's line says which, from the bucket's listing): no restart lost more than the steps since it.
   attempts = json.loads(paths.path(f'{workdir}/goodput.json').read_text())['attempts']
   assert [a['first_step'] for a in attempts] == [0, *resumed]
-  assert all(resume <= fault_step for resume, fault_step in zip(resumed, reached))
+  assert all(int(re.search(r'resuming from step (\d+)', line).group(1)) <= fault_step
+             for line, fault_step in zip(ours, reached))
   report = subprocess.run([sys.executable, '-m', 'albert_jax.goodput', workdir], cwd=ROOT, capture_output=True,
                           text=True, env={**os.environ, 'PYTHONPATH': str(ROOT)})
-  assert report.returncode == 0 and '(4 attempts, 3 restarts)' in report.stdout, report.stderr
+  assert report.returncode == 0 and f'({len(restarts) + 1} attempts, {len(restarts)} restarts)' in report.stdout, \
+      report.stderr
   # What the run's record says (pytest -s shows it; docs/pods.md quotes it).
   print(f'faults at steps {reached}', *restarts, report.stdout, sep='\n')
   assert re.search(r'restarts .* down [\d:]+, start-up [\d:]+, \d+ steps recomputed', report.stdout), report.stdout

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from albert_jax import metrics, train
+from albert_jax import fit, metrics, train
 from albert_jax.data import pipeline
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.errors import ConfigError
@@ -24,7 +24,7 @@ from conftest import ROOT
 
 def small(config, **train_overrides):
   """The tiny config shrunk further: every test here compiles and runs it several times."""
-  config = config.copy_and_resolve_references()
+  config = fit.with_settings(config, 'none', 1)  # the fit search's choice on CPUs; overrides below may differ
   config.data.max_seq_length = 64
   config.model.max_position_embeddings = 64
   config.train.update({**dict(batch_size=8, num_steps=6, warmup_steps=2, log_every=1, eval_every=3, eval_batches=1,
