@@ -2,8 +2,9 @@
 docs/pods.md's headline, and the paper's tables from the README itself), run as shown: each page's command block
 is read from the page and run in order, with only what cannot exist here replaced (the network: pip, git clone and
 HF's hub; the pod: gcloud, by the recording stand-in of conftest.py; Cloud Storage: the GCS server on 127.0.0.1)
-and each run shrunk by overrides appended after the page's own (fewer steps, shorter sequences, smaller sizes). A command added to a page, or one whose
-flags no longer work, fails here; so does a pod training command on any page that would not fit its slice."""
+and each run shrunk by overrides appended after the page's own (fewer steps, shorter sequences, smaller sizes). A
+command added to a page, or one whose flags no longer work, fails here; so does a pod training command on any page
+that would not fit its slice."""
 import json
 import os
 import pathlib
