@@ -35,12 +35,12 @@ def timed(name: str, argv: list, out: pathlib.Path) -> float:
   return seconds
 
 
-def word_order_gold(init: str) -> np.ndarray:
+def word_order_gold(init: str, tfds_data_dir=None) -> np.ndarray:
   """The dev labels of the built-in task, as finetune.py reads them (the same examples for both inits)."""
   from albert_jax import finetune
   from albert_jax.config import from_file
   config = from_file(REPO / 'configs' / 'finetune' / 'builtin.py')
-  config.init = init
+  config.init, config.data.tfds_data_dir = init, tfds_data_dir
   splits = finetune.make_task(config).splits()
   return np.array([e.label for e in splits['dev'][0]])
 
