@@ -219,14 +219,7 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
     raise ConfigError(f'--smallest looks for the smallest single slice: give one slice ({topo.slice.cloud_name}), '
                       f'not {topo.name}.')
   devices = devices if devices is not None else topo.compile_only_devices()
-  memo = {}
-
-  def checked(c) -> Check:  # each setting compiled once, for the report and train's choice alike
-    setting = (c.model.remat, c.train.grad_accum_steps, c.train.batch_size)
-    if setting not in memo:
-      memo[setting] = check(c, topo, devices)
-    return memo[setting]
-
+  checked = fit.once_each(lambda c: check(c, topo, devices))  # for the report and train's choice alike
   given = on_slices(config, topo)
   train_line = None
   if any(fit.autos(given)):  # what train.py will choose on this slice, by the same search

@@ -73,6 +73,19 @@ def with_settings(config, remat: str, microbatches: int, batch_size: Optional[in
   return config
 
 
+def once_each(try_config: Callable) -> Callable:
+  """`try_config` (config -> Check) that compiles each setting (model.remat, train.grad_accum_steps, the batch)
+  once: a search and a report over the same settings share its compiles."""
+  done = {}
+
+  def tried(config) -> Check:
+    setting = (config.model.remat, config.train.grad_accum_steps, config.train.batch_size)
+    if setting not in done:
+      done[setting] = try_config(config)
+    return done[setting]
+  return tried
+
+
 def check(config, devices, where: str = '') -> Check:
   """The training step of `config` compiled for `devices` ('auto' as the search starts: no remat, the whole batch),
   and what it needs per device."""
@@ -193,14 +206,7 @@ def choose(config, devices, where: str = '', try_config: Optional[Callable] = No
   nothing was 'auto'). A setting the user gave that does not fit stops here (ConfigError) with what would: the
   same search with both free. `try_config`: how one config is checked (default: compiled for `devices`);
   `remembered`: (remat, microbatches) chosen at the run's last start, tried first."""
-  done = {}
-
-  def tried(c):  # each setting compiled once
-    name = (c.model.remat, c.train.grad_accum_steps, c.train.batch_size)
-    if name not in done:
-      done[name] = try_config(c) if try_config else check(c, devices, where)
-    return done[name]
-
+  tried = once_each(try_config or (lambda c: check(c, devices, where)))
   remat_auto, microbatches_auto = autos(config)
   first = start(config)
   memory = device_memory(devices)

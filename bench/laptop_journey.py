@@ -83,16 +83,16 @@ def main():
   gold = word_order_gold(str(tiny))
   right = {k: predicted(w) == gold for k, w in (('checkpoint', builtin), ('random', random))}
   assert all(abs(right[k].mean() - scores[k]) < 1e-6 for k in right), (scores, {k: v.mean() for k, v in right.items()})
-  difference = right['checkpoint'].astype(float) - right['random'].astype(float)
+  from albert_jax import stats
+  difference, paired_se = stats.mean_and_se(right['checkpoint'].astype(float) - right['random'].astype(float))
+  unpaired_se = float(np.hypot(*(stats.mean_and_se(r.astype(float))[1] for r in right.values())))
   record = {
       'date': time.strftime('%Y-%m-%d'), 'machine': f'{platform.machine()}, {os.cpu_count()} cores',
       'python': platform.python_version(), 'seconds': seconds,
       'pretraining': {k: pretrained[k] for k in ('step', 'eval_mlm_accuracy', 'eval_swap_accuracy') if k in pretrained},
       'word_order': {'n': int(len(gold)), 'checkpoint': scores['checkpoint'], 'random': scores['random'],
                      'majority': float(max(np.mean(gold == c) for c in np.unique(gold))),
-                     'difference': float(difference.mean()),
-                     'paired_se': float(difference.std(ddof=1) / np.sqrt(len(gold))),
-                     'unpaired_se': float(np.sqrt(sum(r.var(ddof=1) / len(r) for r in right.values())))},
+                     'difference': difference, 'paired_se': paired_se, 'unpaired_se': unpaired_se},
       'blimp': {'pairs': blimp['blimp']['pairs'], 'checkpoint': blimp['blimp']['overall'],
                 'random': blimp['blimp_random']['overall'], **blimp_difference},
   }
