@@ -4,11 +4,11 @@ computed again).
 
   python -m albert_jax.goodput WORKDIR      # the table, at any time, for a run going or done (a bucket path too)
 
-The training loop says what it is doing through a `Clock` (each phase a `with clock.phase(...)`); host 0 keeps
-each attempt's totals in WORKDIR/goodput.json (rewritten every 10 s and with each checkpoint), from which the next
-attempt, the TensorBoard scalars goodput/* and the closing table are made. What a restart
-cost is known once the next attempt has started: the time from the failed attempt's last record to the new start,
-the new start-up, and the step time the failed attempt spent after the checkpoint the new one resumed from.
+The training loop says what it is doing through a `Clock` (each phase a `with clock.phase(...)`); host 0 keeps each
+attempt's totals in WORKDIR/goodput.json (written as the attempt starts, then every 10 s of its loop and with each
+checkpoint), from which the next attempt, the TensorBoard scalars goodput/* and the closing table are made. What a
+restart cost is known once the next attempt has started: the time from the failed attempt's last record to the new
+start, the new start-up, and the step time the failed attempt spent after the checkpoint the new one resumed from.
 """
 import contextlib
 import json
@@ -44,10 +44,11 @@ class Span:
 
 class Clock:
   """The loop's phases and the seconds spent in each cause. Time outside any phase is start-up until the loop
-  begins (`loop_begins`), then 'other'. Safe to read from another thread (the watchdog's)."""
+  begins (`loop_begins`), then 'other'. Safe to read from another thread (the watchdog's). The step the attempt
+  resumes from is None until its checkpoint is restored (`resumes_from`): a start that failed before then did none."""
 
   def __init__(self, started: float):
-    self.started, self.first_step, self.step = started, 0, 0
+    self.started, self.first_step, self.step = started, None, 0
     self.seconds = dict.fromkeys(CAUSES, 0.0)
     self.seconds['startup'] = max(time.time() - started, 0.0)
     self.cause, self.since = 'startup', time.monotonic()
@@ -76,9 +77,13 @@ class Clock:
         self.counts[cause] = self.counts.get(cause, 0) + 1
         self.longests[cause] = max(self.longests.get(cause, 0.0), span.seconds)
 
-  def loop_begins(self, step: int) -> None:
-    """The loop starts at `step` (0, or the checkpoint's): from now on time outside a phase is 'other'."""
-    self.first_step = self.step = step
+  def resumes_from(self, step: int) -> None:
+    """The attempt's first step: 0, or the restored checkpoint's."""
+    with self.lock:
+      self.first_step = self.step = step
+
+  def loop_begins(self) -> None:
+    """From now on time outside a phase is 'other'."""
     self._switch('other')
 
   def step_done(self, step: int) -> None:
@@ -127,17 +132,17 @@ def read(workdir) -> list:
 
 class Ledger:
   """Host 0's record of every attempt of the run in the workdir: the earlier attempts as read at start, and this
-  one, rewritten every `every` seconds by a thread of its own (the loop never waits on storage for it), at once
-  with each checkpoint, and at the end. What a failed attempt did after its last record counts as time lost to its
-  restart (down)."""
+  one, written at once (a start that fails before its loop, reading data, compiling or restoring, is on record too),
+  then every `every` seconds of the loop by a thread of its own (`keep_writing`: the loop never waits on storage for
+  it), at once with each checkpoint, and at the end. What a failed attempt did after its last record counts as time
+  lost to its restart (down)."""
 
   def __init__(self, workdir, clock: Clock, enabled: bool, every: float = 10.0):
     self.file, self.clock, self.enabled, self.every = paths.path(workdir) / LEDGER, clock, enabled, every
     self.earlier = read(workdir) if enabled else []
     self.writing, self.stopped = threading.Lock(), threading.Event()
     self.thread = threading.Thread(target=self._keep_writing, name='albert_jax goodput record', daemon=True)
-    if enabled:
-      self.thread.start()
+    self.write()
 
   def attempts(self) -> list:
     return self.earlier + [self.clock.record()]
@@ -146,6 +151,11 @@ class Ledger:
     if self.enabled:
       with self.writing:
         paths.write_whole(self.file, (json.dumps({'attempts': self.attempts()}, indent=1) + '\n').encode())
+
+  def keep_writing(self) -> None:
+    """From the loop's start to `close`."""
+    if self.enabled:
+      self.thread.start()
 
   def _keep_writing(self) -> None:
     while not self.stopped.wait(self.every):
@@ -168,13 +178,16 @@ def account(attempts: list) -> dict:
   totals['recomputed_steps'] = 0
   for i, attempt in enumerate(attempts):
     seconds = dict(attempt['seconds'])
-    if i + 1 < len(attempts):  # the next attempt resumed from a checkpoint: the steps after it were lost
-      resumed = attempts[i + 1]['first_step']
+    # The next attempt that restored a checkpoint (one that failed before it did resumes nothing): the steps after
+    # its checkpoint were lost.
+    resumed = next((later['first_step'] for later in attempts[i + 1:] if later['first_step'] is not None), None)
+    if resumed is not None and attempt['first_step'] is not None:
       kept = max((float(v) for k, v in attempt['saves'].items() if int(k) <= resumed), default=0.0)
       lost = max(seconds['steps'] - kept, 0.0) if resumed < attempt['last_step'] else 0.0
       seconds['steps'] -= lost
       totals['recomputed'] += lost
       totals['recomputed_steps'] += max(attempt['last_step'] - max(resumed, attempt['first_step']), 0)
+    if i + 1 < len(attempts):
       totals['down'] += max(attempts[i + 1]['start'] - attempt['last_seen'], 0.0)
     if i > 0:  # a restart's start-up
       totals['restart_startup'] += seconds.pop('startup')
@@ -226,7 +239,7 @@ def main(argv=None) -> int:
   attempts = read(workdir)
   if not attempts:
     print(f'error: {workdir} holds no {LEDGER}: not a training workdir, or its run has not recorded yet (it does '
-          f'every 10 s once its loop has begun, and with each checkpoint)', file=sys.stderr)
+          f'once its configuration and vocabulary are checked, then every 10 s)', file=sys.stderr)
     return 2
   print(table(attempts))
   return 0

@@ -41,9 +41,10 @@ def compile_step(program, abstract_state, abstract_batch, mesh, what: str, fix: 
 class Loop:
   """The frame of a training loop: TensorBoard's writer (host 0), steps/s and MFU, SIGTERM turned into a flag the
   loop checks after each step (a preempted VM gets a checkpoint, then a clean exit), and the non-finite check.
-  Given the loop's goodput.Clock, also the goodput record (host 0) and the watchdog that ends a run that hangs."""
+  Given the attempt's goodput.Ledger, also its record kept up to date (host 0) and the watchdog on its clock that
+  ends a run that hangs."""
 
-  def __init__(self, workdir, num_steps: int, flops_per_step: float, mesh, clock=None, stall_seconds: float = 0):
+  def __init__(self, workdir, num_steps: int, flops_per_step: float, mesh, ledger=None, stall_seconds: float = 0):
     self.stop_signal = None
     if jax.process_count() == 1:
       signal.signal(signal.SIGTERM, lambda signum, frame: setattr(self, 'stop_signal', signum))
@@ -51,8 +52,10 @@ class Loop:
     self.writer = metrics.Writer(workdir, enabled=jax.process_index() == 0)
     self.peak, self.peak_source = metrics.peak_flops_per_device()
     self.progress = metrics.Progress(num_steps, flops_per_step, self.peak, len(mesh.devices.flat))
-    self.ledger = goodput.Ledger(workdir, clock, enabled=jax.process_index() == 0) if clock else None
-    self.watchdog = failures.Watchdog(clock, stall_seconds) if clock else None
+    self.ledger = ledger
+    if ledger:
+      ledger.keep_writing()
+    self.watchdog = failures.Watchdog(ledger.clock, stall_seconds) if ledger else None
 
   def preempted(self, step: int) -> bool:
     """Whether to save and stop after `step`: SIGTERM came (a preempted VM, `launch.tpu stop`). On several hosts,

@@ -85,6 +85,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         'devices': len(mesh.devices.flat), 'device_kind': jax.devices()[0].device_kind, 'mesh': dict(mesh.shape),
         'hosts': hosts, 'batch_per_host': config.train.batch_size // hosts, 'vocab': tokenizer.path,
         'jax': jax.__version__}, indent=2) + '\n')
+  # From here the attempt is on record (host 0's goodput.json): one that fails before its loop, reading data,
+  # compiling or restoring, counts as a restart too.
+  ledger = goodput.Ledger(workdir, clock, enabled=host == 0)
 
   # ---- Data: this host's shard of the training documents, and the held-out ones.
   # Each source opened once, for both; a file source's index read, or first made by the hosts together.
@@ -135,6 +138,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         fresh = [part for part in state['params'] if part not in start.params]
         say(f'starting from {start.description}' +
             (f' (it has no {" and no ".join(fresh)}: new, from random weights)' if fresh else ''))
+  clock.resumes_from(first_step)
 
   def evaluate(params) -> dict:
     result = step_lib.evaluate(program, params, held_out, mesh, config.data.sentence_task)
@@ -143,7 +147,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   # ---- The loop.
   flops_per_step = training_flops_per_sequence(model_config, config.data.max_seq_length,
                                                config.data.max_predictions_per_seq) * config.train.batch_size
-  loop = run.Loop(workdir, config.train.num_steps, flops_per_step, mesh, clock, config.train.stall_seconds)
+  loop = run.Loop(workdir, config.train.num_steps, flops_per_step, mesh, ledger, config.train.stall_seconds)
   say(f'{workdir}: {sum(x.size for x in jax.tree.leaves(program.abstract_params)):,} parameters, mesh '
       f'{dict(mesh.shape)}, {hosts} host(s); MFU against {loop.peak:.3g} FLOP/s per device ({loop.peak_source})')
   if first_step == 0:
@@ -161,7 +165,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   gc.collect()
   gc.freeze()
   step = first_step
-  clock.loop_begins(step)
+  clock.loop_begins()
   with clock.phase('input'):
     batch = train_data.next_batch() if step < config.train.num_steps else None
   while step < config.train.num_steps:

@@ -202,6 +202,13 @@ def test_goodput_counts_each_restart_as_down_time_start_up_and_the_steps_recompu
   # A restart before the first checkpoint loses every step of the attempt.
   totals = goodput.account([attempt(0, 60, 0, 40, {}, startup=10, steps=40), attempt(70, 90, 0, 10, {}, steps=10)])
   assert totals['recomputed'] == 40 and totals['recomputed_steps'] == 40
+  # A start that failed before restoring (reading its data, say) did no steps: the first attempt's loss is counted
+  # against the checkpoint the next one that did restore resumed from, and the failed start's time is a restart's.
+  failed = attempt(170, 180, None, 0, {}, startup=10)
+  totals = goodput.account([first, failed, second])
+  assert totals['recomputed'] == 30 and totals['recomputed_steps'] == 30 and totals['steps'] == 200
+  assert totals['down'] == 10 + 20 and totals['restart_startup'] == 10 + 15
+  assert goodput.table([first, failed, second]).splitlines()[0].endswith('(3 attempts, 2 restarts)')
   scalars = goodput.scalars([first, second])
   assert scalars['goodput/restarts'] == 1 and scalars['goodput/steps_hours'] == pytest.approx(200 / 3600)
 
