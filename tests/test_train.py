@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from albert_jax import fit, metrics, train
+from albert_jax import fit, goodput, metrics, train
 from albert_jax.data import pipeline
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.errors import ConfigError
@@ -94,6 +95,25 @@ def test_loss_falls_and_metrics_reach_tensorboard(single_device_run):
   spent = attempt['seconds']
   assert sum(spent.values()) == pytest.approx(attempt['last_seen'] - attempt['start'], abs=0.5), spent
   assert min(spent['steps'], spent['compile'], spent['evaluate'], spent['startup']) > 0, spent
+
+
+def test_a_start_that_stops_before_its_loop_is_on_the_goodput_record(single_device_run, tiny_config, tmp_path):
+  """A start that stops before restoring (here on a corpus left empty) is an attempt of the run: on record at once,
+  with no first step, its time a restart's; the finished attempt before it lost no steps to it."""
+  workdir = tmp_path / 'run'
+  shutil.copytree(single_device_run[0], workdir)
+  (tmp_path / 'empty.txt').write_text('')
+  config = small(tiny_config)
+  config.data.source = f'lines:{tmp_path}/empty.txt'
+  with pytest.raises(ConfigError, match='empty'):
+    train.train_and_evaluate(config, workdir, devices=jax.devices()[:1])
+  finished, failed = json.loads((workdir / 'goodput.json').read_text())['attempts']
+  assert (failed['first_step'], failed['last_step'], failed['saves']) == (None, 0, {})
+  assert failed['start'] > finished['last_seen'] and failed['seconds']['steps'] == 0
+  totals = goodput.account([finished, failed])
+  assert totals['attempts'] == 2 and totals['recomputed_steps'] == 0 and totals['recomputed'] == 0
+  assert totals['steps'] == pytest.approx(finished['seconds']['steps'])
+  assert totals['restart_startup'] == pytest.approx(failed['seconds']['startup'])
 
 
 # Every axis at once (the batch over data and fsdp, the parameters over fsdp and model), then two "slices" of 4
