@@ -150,10 +150,11 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
   shown = '\n'.join(restarts) + '\n' + said[-4000:]
   causes = [r'worker 1: exit code 137 \(killed by a signal\)', r'worker 0: gone \(no exit code',
             r'worker 0: exit code 42 \(restartable\).*lost host 1: it stopped sending heartbeats']
-  ours = []
-  for line in restarts:
+  ours, faulted = [], {len(restarts)}  # the injected faults' restart lines; the starts a fault ended, and the last
+  for k, line in enumerate(restarts):
     if len(ours) < len(causes) and re.search(causes[len(ours)], line):
       ours.append(line)
+      faulted.add(k)
     else:
       assert re.search(r': (exit code 42 \(restartable\)|exit code 1[3-9]\d \(killed by a signal\)|gone)', line), shown
   assert len(ours) == 3 and len(restarts) <= 5, shown
@@ -202,7 +203,6 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
   # (babysit's line says which, from the bucket's listing): no restart lost more than the steps since it.
   attempts = json.loads(paths.path(f'{workdir}/goodput.json').read_text())['attempts']
   starts = [0, *resumed]
-  faulted = {restarts.index(line) for line in ours} | {len(restarts)}  # the starts a fault ended, and the last
   assert on_record(starts, faulted, [a['first_step'] for a in attempts]), (starts, attempts, shown)
   assert all(int(re.search(r'resuming from step (\d+)', line).group(1)) <= fault_step
              for line, fault_step in zip(ours, reached))
