@@ -199,8 +199,9 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
     data = json.loads(paths.path(f'{workdir}/checkpoints/{step}/data/metadata').read_text())
     assert [h['step'] for h in data['hosts']] == [step, step]
 
-  # The goodput record: an attempt per start, each resumed from the newest checkpoint whole when its run stopped
-  # (babysit's line says which, from the bucket's listing): no restart lost more than the steps since it.
+  # The goodput record: an attempt per start (on_record says which may be missing), each resumed from the newest
+  # checkpoint whole when its run stopped (babysit's line says which, from the bucket's listing): no restart lost
+  # more than the steps since it.
   attempts = json.loads(paths.path(f'{workdir}/goodput.json').read_text())['attempts']
   starts = [0, *resumed]
   assert on_record(starts, faulted, [a['first_step'] for a in attempts]), (starts, attempts, shown)
