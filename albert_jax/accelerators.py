@@ -86,6 +86,16 @@ def bf16_peak(device_kind: str) -> Optional[float]:
   return next((flops for name, flops in GPU_BF16_PEAK.items() if device_kind.startswith(name)), None)
 
 
+def slice_words(device_kind: str, devices: int, hosts: int) -> str:
+  """What a run is on, in words: the Cloud TPU slice its devices make (v3-16, 2 hosts), or its devices and hosts."""
+  generation = next((g for g in TPU_GENERATIONS if device_kind in g.device_kinds), None)
+  on = f'{hosts} host{"s" * (hosts > 1)}'
+  if generation is None:
+    return f'{devices} {device_kind} device{"s" * (devices > 1)}, {on}'
+  chips = devices // generation.devices_per_chip
+  return f'{generation.cloud_prefix}-{chips * 2 if generation.name_counts_cores else chips}, {on}'
+
+
 @dataclasses.dataclass(frozen=True)
 class Slice:
   """One Cloud TPU slice: v5litepod-256 is 256 v5e chips on 64 hosts."""

@@ -163,6 +163,25 @@ def check_workdir(workdir: paths.Path, config) -> None:
                         f'Use a new --workdir, or the config that run used.')
 
 
+def data_shards(workdir: paths.Path, setting, default: int) -> int:
+  """The data shards of the run in `workdir` (pipeline.py): the count it began with, which its config.json keeps;
+  for a run from before data shards, which had one per host, the host count its run.json gives; for a new run,
+  `setting` (data.shards), or `default` where that is 'auto'. A setting that differs from the run's own is
+  refused: the stream, and so every checkpoint's data position, is defined on it."""
+  saved = workdir / 'config.json'
+  kept = json.loads(saved.read_text()).get('data', {}).get('shards') if saved.exists() else None
+  kept = None if kept == 'auto' else kept
+  if kept is None and has_steps(workdir) and (workdir / 'run.json').exists():
+    kept = json.loads((workdir / 'run.json').read_text()).get('hosts')
+  if kept is None:
+    return default if setting == 'auto' else setting
+  if setting != 'auto' and setting != kept:
+    raise ConfigError(f'{workdir} holds a run whose data stream has {kept} shards (data.shards, fixed when it '
+                      f'began), not {setting}: leave data.shards out (or set it to {kept}) to continue it, or use a '
+                      f'new --workdir.')
+  return kept
+
+
 def check_shared(workdir: paths.Path) -> None:
   """Orbax writes each checkpoint once, from all hosts, into one folder: every host must see the same workdir. Host
   0 writes a marker there holding a fresh token; every host reads it back; if any cannot (a local disk on each

@@ -51,7 +51,12 @@ def defaults() -> ml_collections.ConfigDict:
   config.data.ngram = 3
   config.data.sentence_task = 'sop'  # 'sop' (ALBERT), 'nsp' (BERT) or 'none'
   config.data.eval_fraction = 0.01  # the last documents of each source, held out for evaluation
-  config.data.chunk_documents = 256  # documents turned into instances and shuffled together
+  config.data.chunk_documents = 256  # documents of one data shard turned into instances and shuffled together
+  # The data shards the stream is defined on (data/pipeline.py): the global batch of every step is the same on any
+  # host count that divides them, so a run moves between slices of those host counts. Fixed when a run begins and
+  # kept in its workdir. 'auto': on accelerators 8 times the first slice's hosts (a power of two that divides the
+  # batch), on CPUs one per host (pipeline.auto_shards).
+  config.data.shards = ml_collections.config_dict.FieldReference('auto', field_type=object)
   config.data.seed = 12345
   # Background processes making batches, for hosts that feed accelerators faster than one core makes batches:
   # -1 is one per local accelerator device (at most the cores but one), none where the devices are CPUs.
@@ -201,6 +206,9 @@ def validate_data(data: ml_collections.ConfigDict) -> None:
     raise ConfigError(f"config.data.sentence_task {data.sentence_task!r}: expected 'sop', 'nsp' or 'none'.")
   if not 0 < data.masked_lm_prob < 1 or not 0 <= data.short_seq_prob <= 1 or data.ngram < 1:
     raise ConfigError('config.data: masked_lm_prob must be in (0, 1), short_seq_prob in [0, 1], ngram >= 1.')
+  shards = data.get('shards', 'auto')
+  if shards != 'auto' and (not isinstance(shards, int) or isinstance(shards, bool) or shards < 1):
+    raise ConfigError(f'config.data.shards must be auto or a positive whole number, got {shards!r}.')
   if not 0 < data.eval_fraction < 1 or data.chunk_documents < 1 or data.workers < -1:
     raise ConfigError('config.data: eval_fraction must be in (0, 1), chunk_documents positive, and workers a count '
                       'or -1 (one per accelerator device).')

@@ -35,8 +35,11 @@ def evaluate_run(config, workdir, devices=None) -> dict:
     raise ConfigError(f'{workdir} holds no checkpoint to evaluate: train first (python -m albert_jax.train).')
   step, state, _ = restored
   tokenizer = vocab_lib.load_tokenizer(config.data.vocab, config.model.vocab_size, config.data.tfds_data_dir)
+  # The run's own held-out instances: its data shards, shared by this process count.
+  shards = checkpoint.data_shards(workdir, config.data.shards, jax.process_count())
+  pipeline_lib.check_shards(shards, jax.process_count(), config.train.batch_size)
   held_out = pipeline_lib.held_out_sets(config.data, tokenizer, config.train.batch_size, config.train.eval_batches,
-                                        jax.process_index(), jax.process_count())
+                                        jax.process_index(), jax.process_count(), shards=shards)
   result = {'step': step, 'sentence_task': config.data.sentence_task,
             **{k: int(v) if k.endswith('_count') else float(v)
                for k, v in step_lib.evaluate(program, state['params'], held_out, mesh,

@@ -49,6 +49,7 @@ class Clock:
 
   def __init__(self, started: float):
     self.started, self.first_step, self.step = started, None, 0
+    self.slice = None  # what the attempt runs on, in words (`on`)
     self.seconds = dict.fromkeys(CAUSES, 0.0)
     self.seconds['startup'] = max(time.time() - started, 0.0)
     self.cause, self.since = 'startup', time.monotonic()
@@ -76,6 +77,11 @@ class Clock:
       with self.lock:
         self.counts[cause] = self.counts.get(cause, 0) + 1
         self.longests[cause] = max(self.longests.get(cause, 0.0), span.seconds)
+
+  def on(self, slice_words: str) -> None:
+    """What this attempt runs on (accelerators.slice_words): a run that moves between slices shows each."""
+    with self.lock:
+      self.slice = slice_words
 
   def resumes_from(self, step: int) -> None:
     """The attempt's first step: 0, or the restored checkpoint's."""
@@ -118,7 +124,7 @@ class Clock:
     with self.lock:
       seconds = dict(self.seconds)
       seconds[self.cause] += time.monotonic() - self.since
-      return {'start': self.started, 'last_seen': time.time(), 'first_step': self.first_step,
+      return {'start': self.started, 'last_seen': time.time(), 'slice': self.slice, 'first_step': self.first_step,
               'last_step': self.step, 'seconds': seconds, 'saves': {str(k): v for k, v in self.saves.items()}}
 
 
@@ -220,6 +226,12 @@ def table(attempts: list) -> str:
                + (f'   down {clock_time(totals["down"])}, start-up {clock_time(totals["restart_startup"])}, '
                   f'{totals["recomputed_steps"]:,} steps recomputed {clock_time(totals["recomputed"])}'
                   if restarts else ''))
+  if len({attempt.get('slice') for attempt in attempts}) > 1:  # a run that moved: where each attempt ran, how fast
+    for i, attempt in enumerate(attempts, 1):
+      trained = attempt['last_step'] - (attempt['first_step'] or 0) if attempt['first_step'] is not None else 0
+      rate = f', {trained / attempt["seconds"]["steps"]:.2f} steps/s' if trained and attempt['seconds']['steps'] else ''
+      lines.append(f'  attempt {i} on {attempt.get("slice") or "?"}: '
+                   + (f'steps {attempt["first_step"]}..{attempt["last_step"]}{rate}' if trained else 'no step'))
   return '\n'.join(lines)
 
 

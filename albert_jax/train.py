@@ -23,23 +23,25 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import blimp, checkpoint, failures, fit, goodput, metrics, paths, pretrained, run, sharding
+from albert_jax import accelerators, blimp, checkpoint, failures, fit, goodput, metrics, paths, pretrained, run
+from albert_jax import sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
 from albert_jax.data.tokenizer import CLS, MASK, SEP
-from albert_jax.errors import ConfigError
 from albert_jax.summary import training_flops_per_sequence
 
 def all_hosts(data_state: dict) -> dict:
-  """Every host's pipeline state in one record (a checkpoint is written once for all hosts)."""
+  """The whole run's data state in one record, every shard's position (a checkpoint is written once for all hosts;
+  each host serves as many shards of as many sources)."""
   if jax.process_count() == 1:
-    return {'hosts': [data_state]}
+    return pipeline_lib.run_state([data_state])
   from jax.experimental import multihost_utils
-  numbers = np.array([data_state['step']] + [x for stream in data_state['streams'] for x in stream], np.int64)
+  shape = np.array(data_state['shards']).shape  # (this host's shards, sources, 3)
+  numbers = np.array([data_state['step']] + np.ravel(data_state['shards']).tolist(), np.int64)
   table = multihost_utils.process_allgather(numbers)
-  return {'hosts': [{**data_state, 'host': h, 'step': int(row[0]), 'streams': row[1:].reshape(-1, 3).tolist()}
-                    for h, row in enumerate(table)]}
+  return pipeline_lib.run_state([{**data_state, 'step': int(row[0]), 'shards': row[1:].reshape(shape).tolist()}
+                                 for row in table])
 
 
 def fill_mask_example(model, params, tokenizer, text: str, word: str) -> str:
@@ -77,6 +79,15 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   sharding.check_batch_size(config.train.batch_size, mesh)  # its split into microbatches: with the fit, below
   host, hosts = jax.process_index(), jax.process_count()
   say = run.host_voice()
+  # The data stream's shards: those the run began with, else data.shards ('auto': pipeline.auto_shards for this
+  # slice); a run continues on any host count that divides them.
+  shards = checkpoint.data_shards(workdir, config.data.shards, pipeline_lib.auto_shards(
+      config.train.batch_size, hosts, mesh.devices.flat[0].platform))
+  pipeline_lib.check_shards(shards, hosts, config.train.batch_size)
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    del config.data['shards']  # a count where 'auto' may have been: a field of another type
+    config.data.shards = shards  # kept in the workdir's config.json
   # A missing or mismatched vocabulary stops here.
   tokenizer = pretrained.tokenizer(config, start)
   if host == 0:
@@ -87,16 +98,17 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
         'jax': jax.__version__}, indent=2) + '\n')
   # From here the attempt is on record (host 0's goodput.json): one that fails before its loop, reading data,
   # compiling or restoring, counts as a restart too.
+  clock.on(accelerators.slice_words(mesh.devices.flat[0].device_kind, len(mesh.devices.flat), hosts))
   ledger = goodput.Ledger(workdir, clock, enabled=host == 0)
 
-  # ---- Data: this host's shard of the training documents, and the held-out ones.
+  # ---- Data: this host's shards of the training documents, and of the held-out ones.
   # Each source opened once, for both; a file source's index read, or first made by the hosts together.
   opened = pipeline_lib.open_sources(config.data, host, hosts)
   train_data = pipeline_lib.Pipeline(config.data, tokenizer, config.train.batch_size, 'train', host, hosts,
-                                     opened=opened,
+                                     opened=opened, shards=shards,
                                      workers=pipeline_lib.worker_count(config.data.workers, jax.local_devices()))
   held_out = pipeline_lib.held_out_sets(config.data, tokenizer, config.train.batch_size, config.train.eval_batches,
-                                        host, hosts, opened)
+                                        host, hosts, opened, shards)
   grammar = blimp.HeldOut(config, tokenizer) if config.train.blimp else None  # BLiMP's pairs, if asked
 
   # ---- Model, optimizer, where every array lives, and the train step compiled ahead of time, with model.remat and
@@ -123,13 +135,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
     if restored:
       first_step, state, data_state = restored
-      if len(data_state['hosts']) != hosts:  # each host reads its own share: it depends on how many there are
-        raise ConfigError(f'{workdir} was trained on {len(data_state["hosts"])} host(s), this run has {hosts}: a run '
-                          f'resumes on the host count it started with (the same slice), or use a new --workdir.')
-      train_data.restore(data_state['hosts'][host])
+      train_data.restore(data_state)  # this host's shards' positions, saved on any host count
       say(f'resumed from step {first_step} in {workdir}' +
           (f' (its own checkpoints come first: config.init {config.init} gave the shape, its weights are not read)'
            if start.init else ''))
+      was = pipeline_lib.by_shard(data_state)['host_count']
+      if was not in (None, hosts):
+        micro = config.train.grad_accum_steps
+        say(f'resuming step {first_step} on {hosts} host(s) (was {was}): global batch {config.train.batch_size} '
+            + (f'as {micro} microbatches of {config.train.batch_size // micro} ' if micro > 1 else '')
+            + f'per step; the data stream continues at step {first_step}')
     else:
       first_step = 0
       state = program.new_state(jax.random.key(config.train.seed))

@@ -7,6 +7,13 @@
       -- --config.train.batch_size=4096 --config.data.vocab=gs://BUCKET/vocab.model
   python -m launch.tpu logs | status | stop | delete   --name=... --zone=... --accelerator=...
   python -m launch.tpu babysit --name=... (the train arguments)   # restarts what fails, until it finishes
+  python -m launch.tpu babysit --accelerator=v4-256,v4-128,v4-64 ...   # on the largest slice it can get
+
+With several accelerators (one generation, in order of preference), `create` makes the first that Cloud TPU has
+capacity and quota for, and `babysit` moves the run between them: when the slice is preempted or cannot be created
+again it takes the next, and once --prefer_after has passed on a smaller one it stops training with a checkpoint and
+tries the larger ones first again. Training continues on any of them from the workdir (its data stream does not
+depend on the host count; albert_jax/data/pipeline.py).
 
 Every command takes --dry-run: it prints the gcloud command lines it would run, and runs nothing.
 
@@ -36,6 +43,7 @@ import sys
 import time
 
 from albert_jax import accelerators, failures
+from albert_jax.errors import ConfigError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 REMOTE_DIR = '$HOME/albert_jax'  # expanded by the remote shell; only our own fixed strings use it
@@ -51,11 +59,12 @@ def on_gke(tpu: accelerators.Slice, num_slices: int) -> bool:
 
 class Gcloud:
   """Runs gcloud (or prints it, with --dry-run). Every command line is an argv list: nothing goes through a local
-  shell."""
+  shell. `slices`: the accelerators given, in order of preference; `slice`: the one the pod is (to be) on."""
 
   def __init__(self, args):
     self.args, self.dry_run = args, args.dry_run
-    self.slice = accelerators.tpu_slice(args.accelerator)
+    self.slices = slices(args.accelerator)
+    self.slice = self.slices[0]
     self.on_gke = on_gke(self.slice, args.num_slices)
 
   def nodes(self) -> list:
@@ -90,18 +99,60 @@ class Gcloud:
       self.run(self.ssh(command, node=node), check=check)
 
 
+def slices(accelerators_given: str) -> list:
+  """--accelerator's slices, in its order: one, or several of one generation (a ConfigError for anything else)."""
+  found = [accelerators.tpu_slice(name) for name in accelerators_given.split(',')]
+  if len({tpu.generation for tpu in found}) > 1 or len({tpu.size for tpu in found}) < len(found):
+    raise ConfigError(f'--accelerator {accelerators_given}: several accelerators must be distinct slices '
+                    f'of one generation (v4-256,v4-128,v4-64), in order of preference.')
+  return found
+
+
+# What gcloud says when a slice cannot be created for want of capacity or quota, where another slice may still be
+# had: Cloud TPU's "no more capacity" (its error code 8; gcloud compute tpus tpu-vm create, quoted in
+# hashicorp/terraform-provider-google#16957 and thevasudevgupta/gsoc-wav2vec2#11), its reserved capacity used up
+# (skypilot-org/skypilot#4579), a project's TPU quota ("Quota limit 'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI' has
+# been exceeded", marin-community/marin#1612), and Compute Engine's wording of an exhausted zone
+# (ZONE_RESOURCE_POOL_EXHAUSTED, "does not have enough resources available").
+UNAVAILABLE = re.compile(r'no more capacity in the zone|Insufficient (reserved )?capacity|Quota limit .* has been '
+                         r'exceeded|ZONE_RESOURCE_POOL_EXHAUSTED|does not have enough resources available', re.I)
+
+
+def unavailable(stderr: str) -> str | None:
+  """gcloud's own line where a create failed for want of capacity or quota; None where it failed otherwise."""
+  line = next((line for line in (stderr or '').splitlines() if UNAVAILABLE.search(line)), None)
+  return ' '.join(line.split())[:300] if line else None
+
+
 def xpk(g: Gcloud, *argv: str) -> list:
   """An XPK command line for this cluster (named --name, like the pod it stands for)."""
   a = g.args
   return ['xpk', *argv, f'--cluster={a.name}', f'--zone={a.zone}'] + ([f'--project={a.project}'] if a.project else [])
 
 
-def create(g: Gcloud) -> None:
+def create(g: Gcloud) -> list:
+  """The pod, on the first of the accelerators given that can be had: for each before it, (the slice, gcloud's
+  words for why not) is returned (what was left of it deleted). None can be had: SystemExit, naming each."""
+  skipped = []
+  for tpu in g.slices:
+    g.slice = tpu
+    why = create_slice(g)
+    if why is None:
+      return skipped
+    skipped.append((tpu, why))
+    delete(g)  # a create that failed may leave a node behind
+  raise SystemExit(f'{g.args.name}: no slice of {g.args.accelerator} can be created now: ' +
+                   '; '.join(f'{tpu.cloud_name}: {why}' for tpu, why in skipped))
+
+
+def create_slice(g: Gcloud) -> str | None:
+  """Creates the pod on g.slice: None, or gcloud's line saying there is no capacity or quota for it (any other
+  failure stops here)."""
   a = g.args
   if g.on_gke:  # one node pool per slice, TPU7x's 3-D placement made by XPK
     capacity = {'on-demand': ['--on-demand'], 'preemptible': ['--spot'], 'spot': ['--spot']}[a.capacity]
     g.run(xpk(g, 'cluster', 'create', f'--tpu-type={g.slice.cloud_name}', f'--num-slices={a.num_slices}', *capacity))
-    return
+    return None
   if not g.slice.generation.cloud_tpu_api:
     print(f'# {g.slice.generation.name}: Cloud\'s docs route it through GKE or Compute Engine, not the Cloud TPU API '
           f'(cloud.google.com/tpu/docs/runtimes); Google\'s accelerator-microbenchmarks create a '
@@ -117,9 +168,15 @@ def create(g: Gcloud) -> None:
                                                                 f'--node-prefix={a.name}']
     g.run(['gcloud', 'compute', 'tpus', 'queued-resources', 'create', a.name, *nodes, *g.where(),
            f'--accelerator-type={g.slice.cloud_name}', f'--runtime-version={a.version}', *capacity])
-  else:
-    g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'create', a.name, *g.where(),
-           f'--accelerator-type={g.slice.cloud_name}', f'--version={a.version}', *capacity])
+    return None
+  made = g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'create', a.name, *g.where(),
+                f'--accelerator-type={g.slice.cloud_name}', f'--version={a.version}', *capacity], check=False,
+               capture=True)
+  sys.stderr.write(made.stderr or '')  # gcloud's progress and errors, as it would have shown them
+  why = unavailable(made.stderr)
+  if made.returncode and why is None:
+    raise SystemExit(f'gcloud failed (exit {made.returncode}): creating {a.name} as {g.slice.cloud_name}')
+  return why if made.returncode else None
 
 
 def python_floor() -> str:
@@ -266,6 +323,11 @@ def status(g: Gcloud) -> None:
   for node in g.nodes():
     g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'describe', node, *g.where(),
            '--format=value(state,health,acceleratorType)'], check=False)
+  if len(g.slices) > 1 and not g.dry_run:
+    on = pod_slice(g)
+    print(f'{a.name} is on {on.cloud_name} ({on.hosts} host{"s" * (on.hosts > 1)}), ' + (
+        f'choice {g.slices.index(on) + 1} of {a.accelerator}' if on in g.slices else f'not one of {a.accelerator}')
+        if on else f'{a.name} is on no slice now', flush=True)
   if g.dry_run:
     g.on_every_worker(WORKER_STATUS, check=False)
     return
@@ -298,6 +360,16 @@ def pod_state(g: Gcloud) -> str:
     else:
       states.append('MISSING' if re.search(r'NOT_FOUND|not found', result.stderr or '') else 'UNKNOWN')
   return next((state for state in states if state != 'READY'), 'READY')
+
+
+def pod_slice(g: Gcloud) -> accelerators.Slice | None:
+  """The slice the pod is on, as Cloud TPU describes it; None where there is none (or gcloud cannot tell)."""
+  found = g.run(['gcloud', 'compute', 'tpus', 'tpu-vm', 'describe', g.nodes()[0], *g.where(),
+                 '--format=value(acceleratorType)'], check=False, capture=True, quiet=True)
+  try:
+    return accelerators.tpu_slice(found.stdout.strip()) if found.returncode == 0 else None
+  except ConfigError:
+    return None
 
 
 # What each worker says of its training, one line: its number (GKE and the local pod set TPU_WORKER_ID; a TPU VM's
@@ -394,10 +466,17 @@ def babysit(g: Gcloud) -> None:
   on a pod that is up, training that failed in a way worth restarting (exit status 42, a signal, a worker's
   process gone) is stopped on every worker and started again, with backoff; both resume from the newest
   checkpoint, and both count against --max_restarts. Bad input (status 2) and bugs end it, as does a finished
-  run. Every restart is one line: the cause, the worker, the step resumed from and the steps lost."""
+  run. Every restart is one line: the cause, the worker, the step resumed from and the steps lost.
+
+  With several accelerators, the pod is (re)created on the first of them that can be had (create), and every move
+  between them is one line (from, to, why, the step resumed from). On a smaller one, once --prefer_after seconds
+  have passed since the run moved there (or last tried to move up), the larger ones are tried first again: at the
+  next restart, or while training runs, by stopping it with a checkpoint (SIGTERM: no step is computed again),
+  which is a move, not a restart."""
   a = g.args
   restarts, stalled, seen_running = 0, 0, False
   last_checkpoint = 'none yet'  # the newest whole checkpoint at the last restart (None: it could not be read)
+  moved_at = time.monotonic()  # when the run last moved, or tried to move up
 
   def restart(why: str, then, found=()) -> None:
     """One line (why, the step resumed from, the steps lost), backoff if no checkpoint came since the last
@@ -410,35 +489,49 @@ def babysit(g: Gcloud) -> None:
     reached = max([s for s in [recorded] + [w.step for w in found] if s is not None], default=None)
     stalled = stalled + 1 if checkpoint == last_checkpoint else 0  # unknown twice counts as no progress
     last_checkpoint = checkpoint
-    where = ('resuming from the newest whole checkpoint' if checkpoint is None else
-             f'resuming from step {checkpoint}' + (', the newest whole checkpoint' if checkpoint else
-                                                   ' (no whole checkpoint yet)'))
     lost = (f': {max(reached - checkpoint, 0)} steps to compute again' if None not in (checkpoint, reached) else '')
     wait = min(a.poll_seconds * 2 ** (stalled - 1), 600) if stalled else 0
-    print(f'{a.name}: restart {restarts} of at most {a.max_restarts}: {why}; {where}{lost}'
+    print(f'{a.name}: restart {restarts} of at most {a.max_restarts}: {why}; {resuming_from(checkpoint)}{lost}'
           + (f'; no new checkpoint since the last restart: waiting {wait:g} s first' if wait else ''), flush=True)
     time.sleep(0 if g.dry_run else wait)
     try:
       then()
-    except SystemExit as e:  # gcloud failed (g.run): a network blip, a zone out of capacity; the next poll retries
+    except SystemExit as e:  # gcloud failed (g.run): a network blip, no slice to be had; the next poll retries
       print(f'{a.name}: {e}; trying again at the next poll', flush=True)
+
+  def recreate(state: str, why: str) -> None:
+    """The pod deleted (unless missing), created on the first slice that can be had, set up and trained; a move
+    to another slice said in one line (at the first start, where it was created, if not on the first choice)."""
+    nonlocal moved_at
+    before = g.slice
+    if state != 'MISSING':
+      delete(g)
+    skipped = create(g)
+    if g.slice != before or skipped:  # a move, or a try to move up
+      moved_at = time.monotonic()
+      reasons = '; '.join(f'{tpu.cloud_name}: {reason}' for tpu, reason in skipped)
+      on = f'{g.slice.cloud_name} ({g.slice.hosts} host{"s" * (g.slice.hosts > 1)})'
+      now = (f'still on {on}' if g.slice == before else
+             f'moved from {before.cloud_name} to {on}' if seen_running else f'created on {on}')
+      print(f'{a.name}: {now}: {reasons or why}; {resuming_from(checkpoint_progress(g)[0])}', flush=True)
+    setup(g)
+    train(g)
+
+  def move_up_due() -> bool:
+    return g.slice != g.slices[0] and time.monotonic() - moved_at >= a.prefer_after
 
   while True:
     state = 'MISSING' if g.dry_run and restarts == 0 else pod_state(g)
     if state in ('MISSING', 'PREEMPTED', 'TERMINATED', 'STOPPED', 'FAILED'):
-      def recreate():
-        if state != 'MISSING':
-          delete(g)
-        create(g)
-        setup(g)
-        train(g)
       if seen_running or state != 'MISSING':
-        restart(f'the pod is {state}: creating it again', recreate)
+        restart(f'the pod is {state}: creating it again', lambda: recreate(state, f'the pod was {state}'))
       else:
         print(f'{a.name} does not exist: creating it, setting it up and starting training', flush=True)
-        recreate()
+        recreate(state, 'the first start')
       seen_running = True
     elif state == 'READY':
+      if not seen_running and len(g.slices) > 1:  # a pod made before babysit began: which of them is it on?
+        g.slice = pod_slice(g) or g.slice
       found = workers(g) if not g.dry_run else []
       what, which = judge(found, g.slice.hosts * a.num_slices) if not g.dry_run else ('running', [])
       if what == 'finished':
@@ -455,17 +548,39 @@ def babysit(g: Gcloud) -> None:
       if what == 'restart':
         origin = which[0]
         stop(g, graceful=False)
-        restart(origin.describe(), lambda: train(g), found)
+        if move_up_due():  # a start-up is paid anyway: the larger slices first
+          moved_at = time.monotonic()
+          restart(origin.describe(), lambda: recreate(state, f'{origin.describe()}; larger slices tried first'),
+                  found)
+        else:
+          restart(origin.describe(), lambda: train(g), found)
       elif what == 'idle':
         if seen_running:  # everything it ran is gone, with no exit code: the machines rebooted
           restart('no training process on any worker and no exit code (the workers rebooted?)', lambda: train(g))
         else:
           print(f'{a.name}: nothing is training on the pod: starting it', flush=True)
           train(g)
+      elif what == 'running' and move_up_due():
+        larger = ', '.join(tpu.cloud_name for tpu in g.slices[:g.slices.index(g.slice)])
+        print(f'{a.name}: {time.monotonic() - moved_at:.0f} s on {g.slice.cloud_name} (--prefer_after '
+              f'{a.prefer_after:g}): stopping training with a checkpoint to try {larger} first', flush=True)
+        moved_at = time.monotonic()
+        stop(g)  # SIGTERM: the workers save the step they are at, then exit
+        try:
+          recreate(state, f'{larger} tried first after {a.prefer_after:g} s')
+        except SystemExit as e:  # none could be had, not even this one: the next poll finds the pod MISSING
+          print(f'{a.name}: {e}; trying again at the next poll', flush=True)
       seen_running = seen_running or what in ('running', 'restart', 'idle')
     if g.dry_run:
       return
     time.sleep(a.poll_seconds)
+
+
+def resuming_from(checkpoint) -> str:
+  """Where training resumes, from checkpoint_progress's newest whole checkpoint (None: unknown)."""
+  return ('resuming from the newest whole checkpoint' if checkpoint is None else
+          f'resuming from step {checkpoint}' + (', the newest whole checkpoint' if checkpoint else
+                                                ' (no whole checkpoint yet)'))
 
 
 COMMANDS = {'create': create, 'setup': setup, 'train': train, 'logs': logs, 'status': status, 'stop': stop,
@@ -482,7 +597,9 @@ def parse(argv: list) -> argparse.Namespace:
   parser.add_argument('--zone', required=True, help='e.g. europe-west4-a (v3 pods) or us-central2-b (v4)')
   parser.add_argument('--project', help='defaults to gcloud config')
   parser.add_argument('--accelerator', default='v3-64', help='accelerator type of one slice: v3-8 ... v3-1024, '
-                      'v4-128, v5litepod-256 (or v5e-256), v5p-128, v6e-256, tpu7x-8')
+                      'v4-128, v5litepod-256 (or v5e-256), v5p-128, v6e-256, tpu7x-8; or several of one generation '
+                      'in order of preference (v4-256,v4-128,v4-64): create and babysit take the first that can be '
+                      'had, and babysit moves the run between them')
   parser.add_argument('--version', help='TPU VM runtime version (default: the one Cloud TPU gives for JAX on this '
                       'generation)')
   parser.add_argument('--num_slices', '--num-slices', type=int, default=1,
@@ -500,15 +617,23 @@ def parse(argv: list) -> argparse.Namespace:
                       'several TPU7x slices: restarts of the GKE workload')
   parser.add_argument('--poll_seconds', type=float, default=60)
   parser.add_argument('--delete_when_done', action='store_true', help='babysit: delete the pod after success')
+  parser.add_argument('--prefer_after', type=float, default=3600, help='babysit with several accelerators: seconds '
+                      'on a smaller one after which the larger are tried first again (training stops with a '
+                      'checkpoint for it), and no more often than that')
   parser.add_argument('--dry-run', '--dry_run', dest='dry_run', action='store_true',
                       help='print the gcloud command lines and run nothing')
   args = parser.parse_args(argv)
   args.overrides = overrides
   try:
-    tpu = accelerators.tpu_slice(args.accelerator)
+    given = slices(args.accelerator)
   except ValueError as e:
     parser.error(str(e))
+  tpu = given[0]
   args.version = args.version or tpu.generation.runtime
+  if len(given) > 1 and (args.queued or args.num_slices > 1):
+    parser.error(f'--accelerator {args.accelerator}: a queued request (--queued, and every multislice one) waits for '
+                 f'its slice\'s capacity instead of failing, so it never moves on to the next: give one accelerator, '
+                 f'or several without --queued and --num_slices')
   if args.num_slices < 1 or (args.num_slices > 1 and not tpu.generation.multislice):
     parser.error(f'--num_slices {args.num_slices}: {tpu.generation.name} slices cannot be joined (multislice is v4 '
                  f'and later)' if args.num_slices > 1 else '--num_slices must be positive')
@@ -523,14 +648,21 @@ def parse(argv: list) -> argparse.Namespace:
     args.queued = True  # Cloud TPU creates several slices only as one queued resource
   if args.command in ('train', 'babysit') and not args.workdir:
     parser.error(f'{args.command} needs --workdir (a gs:// path every worker can reach)')
-  if args.workdir and not args.workdir.startswith('gs://') and tpu.hosts * args.num_slices > 1:
+  if args.workdir and not args.workdir.startswith('gs://') and max(t.hosts for t in given) * args.num_slices > 1:
     parser.error(f'--workdir {args.workdir}: a pod with several workers needs a shared gs:// workdir')
   return args
 
 
 def main(argv=None) -> None:
   args = parse(sys.argv[1:] if argv is None else argv)
-  COMMANDS[args.command](Gcloud(args))
+  g = Gcloud(args)
+  if args.command in ('logs', 'status') and len(g.slices) > 1 and not args.dry_run:
+    g.slice = pod_slice(g) or g.slice  # as many workers as the slice the pod is on
+  if args.command == 'create':
+    for tpu, why in create(g):
+      print(f'{args.name}: {tpu.cloud_name} cannot be created now ({why}); took the next', flush=True)
+    return
+  COMMANDS[args.command](g)
 
 
 if __name__ == '__main__':

@@ -204,12 +204,19 @@ def bucket(gcs_server) -> str:
 # fake worker's home (as the remote shell would) and answers the workers' status query (launch.tpu.WORKER_STATUS)
 # for GCLOUD_WORKERS workers (default 8, a v3-64's), each with exit code GCLOUD_EXIT_CODE, else the fake worker's
 # own (none: nothing ran yet); `storage cp -r SRC gs://DEST/` copies for real, into the GCS server the environment
-# names.
+# names; creating a slice of a type in GCLOUD_NO_CAPACITY (comma-separated) fails as Cloud TPU does when a zone has
+# none free.
 STAND_IN = '''#!{python}
 import json, os, subprocess, sys
 argv = sys.argv[1:]
 with open(os.environ['GCLOUD_RECORD'], 'a') as f:
     f.write(json.dumps(argv) + '\\n')
+if 'create' in argv and any(a.split('=', 1)[-1] in os.environ.get('GCLOUD_NO_CAPACITY', '').split(',')
+                            for a in argv if a.startswith('--accelerator-type=')):
+    print('ERROR: (gcloud.compute.tpus.tpu-vm.create) There is no more capacity in the zone "europe-west4-a"; you '
+          'can try in another zone where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)',
+          file=sys.stderr)
+    sys.exit(1)
 if 'describe' in argv:
     states = open(os.environ['GCLOUD_STATES']).read().split()
     open(os.environ['GCLOUD_STATES'], 'w').write(' '.join(states[1:]))

@@ -6,13 +6,19 @@ namespace with bash, as the real ssh runs it on a TPU VM, in the environment a l
 elsewhere than on a TPU VM (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID; TPU_WORKER_ID, as GKE sets
 it), so that `python -m albert_jax.train --distributed` finds its peers over 127.0.0.1. Deleting the slice ends its
 namespaces and everything in them, as a VM's end does. A worker's home holds this checkout (linked) and, as
-`launch.tpu setup` would leave it, a venv: this interpreter's. `setup` itself is not run here (it would install the
-project into this very venv): it needs a real pod.
+`launch.tpu setup` would leave it, a venv: this interpreter's. What `setup` sends (its archive, and the ssh command
+that installs it) is answered as done and not run (it would install the project into this very venv): installing
+needs a real pod.
 
   tests/local_pod.py gcloud ARGS...       # what the `gcloud` stand-in on PATH runs (LOCAL_POD names the folder)
 
-The folder (LOCAL_POD) holds pod.json: the accelerator's hosts per slice, the coordinator's port, the workers'
-environment, and each slice's state and VMs; and calls, one JSON line per gcloud call.
+A slice has as many workers as Cloud TPU's slice of its --accelerator-type has hosts (v3-8: 1, v3-16: 2, v3-32: 4;
+each worker's devices are what the environment gives a process). The accelerator types named `unavailable` fail to
+be created as Cloud TPU fails when a zone has no capacity for them, in its words.
+
+The folder (LOCAL_POD) holds pod.json: the hosts of a slice whose type is not given, the coordinator's port, the
+workers' environment, the unavailable types, and each slice's accelerator, state and VMs; and calls, one JSON line
+per gcloud call.
 """
 import json
 import os
@@ -23,6 +29,11 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+# Cloud TPU's words when a zone has none of a slice type free, as gcloud prints them (thevasudevgupta/gsoc-wav2vec2#11
+# quotes them from an execution-groups create; the Cloud TPU API's error code 8 carries the same message).
+NO_CAPACITY = ('ERROR: (gcloud.compute.tpus.tpu-vm.create) There is no more capacity in the zone "{zone}"; you can '
+               'try in another zone where Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) '
+               '[EID: 0x1f2e3d4c5b6a7980]')
 # The namespace's first process: it reaps the orphans (a detached training process's parent, once its ssh ends).
 INIT = 'import os, time\nwhile True:\n  try:\n    os.wait()\n  except ChildProcessError:\n    time.sleep(0.2)\n'
 
@@ -45,8 +56,14 @@ class Pod:
     """A folder for slices of `hosts` workers, each worker's processes given `env` (and their own variables)."""
     pod = cls(folder)
     pod.folder.mkdir(parents=True, exist_ok=True)
-    pod.write({'hosts': hosts, 'port': port, 'env': env, 'nodes': {}})
+    pod.write({'hosts': hosts, 'port': port, 'env': env, 'nodes': {}, 'unavailable': []})
     return pod
+
+  def unavailable(self, *accelerator_types: str) -> None:
+    """From now on, creating a slice of these types fails for want of capacity (none: all can be had)."""
+    state = self.read()
+    state['unavailable'] = list(accelerator_types)
+    self.write(state)
 
   def gcloud_on_path(self, bin_dir) -> dict:
     """A `gcloud` in `bin_dir` that drives this pod: the environment variables that put it first on PATH."""
@@ -63,27 +80,40 @@ class Pod:
 
   # ---- The slice's VMs.
 
-  def create(self, node: str) -> None:
+  def create(self, node: str, accelerator: str = None) -> None:
     state = self.read()
+    hosts = state['hosts']
+    if accelerator:
+      from albert_jax import accelerators
+      hosts = accelerators.tpu_slice(accelerator).hosts
     vms = []
-    for worker in range(state['hosts']):
+    for worker in range(hosts):
       home = self.folder / node / f'worker-{worker}'
       checkout = home / 'albert_jax'
       checkout.mkdir(parents=True, exist_ok=True)
-      for name in ('albert_jax', 'configs', 'launch', 'setup.cfg'):
-        (checkout / name).symlink_to(ROOT / name)
-      (checkout / '.venv').symlink_to(sys.prefix)
+      for name, target in [(name, ROOT / name) for name in ('albert_jax', 'configs', 'launch', 'setup.cfg')] + [
+          ('.venv', sys.prefix)]:
+        if not (checkout / name).is_symlink():  # a home kept from a slice of this name deleted before
+          (checkout / name).symlink_to(target)
       vm = subprocess.Popen(['unshare', '--pid', '--fork', '--mount-proc', '--kill-child', sys.executable, '-c', INIT],
                             start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
       vms.append({'pid': vm.pid, 'init': _first_child(vm.pid), 'home': str(home)})
-    state['nodes'][node] = {'state': 'READY', 'vms': vms}
+    state['nodes'][node] = {'state': 'READY', 'vms': vms, 'accelerator': accelerator or 'local'}
     self.write(state)
 
   def delete(self, node: str) -> None:
     state = self.read()
     for vm in state['nodes'].pop(node, {'vms': []})['vms']:
       _kill(vm['pid'], signal.SIGKILL)  # unshare --kill-child takes the namespace's first process, and so all
+    self.write(state)
+
+  def preempt(self, node: str) -> None:
+    """Cloud TPU takes the slice back: its VMs end, and it says PREEMPTED until it is deleted."""
+    state = self.read()
+    for vm in state['nodes'][node]['vms']:
+      _kill(vm['pid'], signal.SIGKILL)
+    state['nodes'][node].update(state='PREEMPTED', vms=[])
     self.write(state)
 
   def vm(self, node: str, worker: int) -> dict:
@@ -120,16 +150,18 @@ class Pod:
 
   # ---- gcloud.
 
-  def ssh(self, node: str, workers: list, command: str) -> int:
+  def ssh(self, node: str, workers, command: str) -> int:
+    """Runs `command` on the node's `workers` (a list of numbers, or 'all'); the first failing status."""
     state = self.read()
     if node not in state['nodes']:
       print(f'ERROR: (gcloud.compute.tpus.tpu-vm.ssh) NOT_FOUND: {node}', file=sys.stderr)
       return 1
-    running = []
+    running, vms = [], state['nodes'][node]['vms']
+    workers = list(range(len(vms))) if workers == 'all' else workers
     for worker in workers:
-      vm = state['nodes'][node]['vms'][worker]
+      vm = vms[worker]
       env = {**state['env'], 'HOME': vm['home'], 'TPU_WORKER_ID': str(worker), 'JAX_PROCESS_ID': str(worker),
-             'JAX_NUM_PROCESSES': str(state['hosts']), 'JAX_COORDINATOR_ADDRESS': f'127.0.0.1:{state["port"]}'}
+             'JAX_NUM_PROCESSES': str(len(vms)), 'JAX_COORDINATOR_ADDRESS': f'127.0.0.1:{state["port"]}'}
       # One worker's output streams as it comes (`logs` follows a file); several workers' come whole, in order.
       running.append(subprocess.Popen(['nsenter', f'--target={vm["init"]}', '--pid', '--mount', '--', 'bash', '-c',
                                        command], env=env, cwd=vm['home'], text=True,
@@ -182,7 +214,11 @@ def gcloud(argv: list) -> int:
   verb, node = argv[3], argv[4]
   state = pod.read()
   if verb == 'create':
-    pod.create(node)
+    accelerator = option('accelerator-type')
+    if accelerator in state['unavailable']:
+      print(NO_CAPACITY.format(zone=option('zone')), file=sys.stderr)
+      return 1
+    pod.create(node, accelerator)
     return 0
   if verb == 'delete':
     pod.delete(node)
@@ -191,14 +227,16 @@ def gcloud(argv: list) -> int:
     if node not in state['nodes']:
       print(f'ERROR: (gcloud.compute.tpus.tpu-vm.describe) NOT_FOUND: {node}', file=sys.stderr)
       return 1
-    fields = {'state': state['nodes'][node]['state'], 'health': 'HEALTHY', 'acceleratorType': 'local'}
+    fields = {'state': state['nodes'][node]['state'], 'health': 'HEALTHY',
+              'acceleratorType': state['nodes'][node].get('accelerator', 'local')}
     wanted = option('format', 'value(state)')[len('value('):-1].split(',')
     print('\t'.join(fields[name] for name in wanted))
     return 0
+  if verb == 'scp' or (verb == 'ssh' and 'worker_setup.sh' in option('command', '')):
+    return 0  # setup: the workers come set up (this checkout, and a venv: this interpreter's)
   if verb == 'ssh':
     worker = option('worker', '0')
-    workers = list(range(state['hosts'])) if worker == 'all' else [int(worker)]
-    return pod.ssh(node, workers, option('command'))
+    return pod.ssh(node, 'all' if worker == 'all' else [int(worker)], option('command'))
   print(f'the local pod does not run: gcloud {" ".join(argv)} (its workers come set up: setup needs a real pod)',
         file=sys.stderr)
   return 2

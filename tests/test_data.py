@@ -287,9 +287,9 @@ def test_restored_state_resumes_at_exactly_the_same_batch(tiny_config, builtin_t
     batch = resumed.next_batch()
     for k in batch:
       np.testing.assert_array_equal(batch[k], reference[step][k], err_msg=f'step {step} {k}')
-  assert full.state()['streams'][0][0] >= 1, 'the test should cross an epoch boundary'
-  with pytest.raises(ValueError, match='host_count'):
-    pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, split='eval').restore({**state, 'host_count': 2})
+  assert full.state()['shards'][0][0][0] >= 1, 'the test should cross an epoch boundary'
+  with pytest.raises(ValueError, match='shard_count=2, this run has 1'):
+    pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, split='eval').restore({**state, 'shard_count': 2})
 
 
 def test_worker_processes_make_the_same_batches_and_resume_exactly(tiny_config, builtin_tokenizer, tmp_path):
@@ -315,7 +315,7 @@ def test_worker_processes_make_the_same_batches_and_resume_exactly(tiny_config, 
   for step, (batch, expected) in enumerate(zip(got, reference)):
     for k in batch:
       np.testing.assert_array_equal(batch[k], expected[k], err_msg=f'step {step} {k}')
-  assert min(epoch for epoch, _, _ in reference_pipeline.state()['streams']) >= 1, 'cross an epoch boundary'
+  assert min(epoch for epoch, _, _ in reference_pipeline.state()['shards'][0]) >= 1, 'cross an epoch boundary'
   resumed = pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=8, split='eval', workers=1)
   try:
     resumed.restore(state)
@@ -393,6 +393,152 @@ def test_hosts_read_disjoint_documents_and_eval_is_held_out(tiny_config, builtin
   assert not (read['train0'] | read['train1']) & (read['eval0'] | read['eval1'])
   assert sum(map(len, assigned.values())) == size and set().union(*assigned.values()) == set(range(size))
   assert len(read['eval0'] | read['eval1']) == round(size * config.data.eval_fraction)
+
+
+def two_source_config(tiny_config, tmp_path):
+  """The built-in corpus and a file of numbered documents, mixed 2:1, in chunks small enough that a few steps cross
+  chunk boundaries."""
+  lines = tmp_path / 'numbered.txt'
+  docs = [' '.join(f'Sentence {d}.{i} of document {d} says {"x" * (d % 7)} things.' for i in range(3 + d % 4))
+          for d in range(120)]
+  lines.write_text('\n\n'.join(doc.replace('. ', '.\n') for doc in docs) + '\n')
+  config = tiny_config.copy_and_resolve_references()
+  config.data.source = f'builtin@2,lines:{lines}@1'
+  config.data.chunk_documents = 4
+  return config
+
+
+def global_batches(config, tokenizer, hosts: int, steps: int, shards: int = 8, batch_size: int = 16, opened=None,
+                   state=None, workers=0) -> list:
+  """The global batches of `steps` steps as `hosts` hosts make them (each its pipeline, their rows joined in host
+  order, as sharding.global_batch assembles them), from `state` if given; and the hosts' pipelines."""
+  hosts_data = [pipeline.Pipeline(config.data, tokenizer, batch_size, 'train', h, hosts, opened=opened,
+                                  shards=shards, workers=workers) for h in range(hosts)]
+  try:
+    for p in hosts_data:
+      if state is not None:
+        p.restore(json.loads(json.dumps(state)))
+    made = []
+    for _ in range(steps):
+      parts = [p.next_batch() for p in hosts_data]
+      made.append({k: np.concatenate([part[k] for part in parts]) for k in parts[0]})
+  finally:
+    for p in hosts_data:
+      p.close()
+  return made, hosts_data
+
+
+def assert_same_batches(got: list, expected: list, what: str) -> None:
+  assert len(got) == len(expected)
+  for step, (batch, reference) in enumerate(zip(got, expected)):
+    for k in reference:
+      np.testing.assert_array_equal(batch[k], reference[k], err_msg=f'{what}: step {step} {k}')
+
+
+def test_the_global_batch_is_the_same_on_1_2_4_and_8_hosts_and_a_state_resumes_on_any_of_them(
+    tiny_config, builtin_tokenizer, tmp_path):
+  """A mix of two sources on 8 data shards: every global batch, bit for bit, whichever host count of 1, 2, 4 or 8
+  makes it (8 shards' streams on one host with background workers too); a state saved by 2 hosts, as a checkpoint
+  holds it, continues the same batches on 1, 4 and 8 hosts; an old per-host state is refused where the host count
+  no longer matches its shards."""
+  config = two_source_config(tiny_config, tmp_path)
+  opened = pipeline.open_sources(config.data)
+  reference, _ = global_batches(config, builtin_tokenizer, 1, 12, opened=opened)
+  assert len({row.tobytes() for batch in reference for row in batch['input_ids']}) == 12 * 16  # no row repeated
+  for hosts in (2, 4, 8):
+    assert_same_batches(global_batches(config, builtin_tokenizer, hosts, 12, opened=opened)[0], reference,
+                        f'{hosts} hosts')
+  with_workers, one_host = global_batches(config, builtin_tokenizer, 1, 12, workers=2)
+  assert_same_batches(with_workers, reference, '1 host with workers')
+  assert max(stream.position for stream in one_host[0].streams) >= 2, 'the test should cross chunk boundaries'
+  # Saved by 2 hosts after step 5, as train.py gathers it into a checkpoint, then continued on other host counts.
+  _, two = global_batches(config, builtin_tokenizer, 2, 5, opened=opened)
+  saved = pipeline.run_state([p.state() for p in two])
+  assert saved['shard_count'] == 8 and saved['host_count'] == 2 and len(saved['shards']) == 8
+  for hosts in (1, 4, 8, 2):
+    assert_same_batches(global_batches(config, builtin_tokenizer, hosts, 7, opened=opened, state=saved)[0],
+                        reference[5:], f'resumed on {hosts} hosts')
+  with pytest.raises(ConfigError, match='shard_count=8, this run has 4'):
+    global_batches(config, builtin_tokenizer, 2, 1, shards=4, opened=opened, state=saved)
+
+
+def test_held_out_sets_hold_the_same_instances_on_any_host_count(tiny_config, builtin_tokenizer, tmp_path):
+  """Every set's real rows over all hosts (padding rows left out) are the same instances on 1, 2 and 4 hosts,
+  including the shards that have no held-out documents of the small source."""
+  config = two_source_config(tiny_config, tmp_path)
+  config.data.eval_fraction = 0.03  # the file's 4 held-out documents: 4 of the 8 shards have none of them
+  opened = pipeline.open_sources(config.data)
+
+  def rows(hosts):
+    sets = [pipeline.held_out_sets(config.data, builtin_tokenizer, 16, 2, h, hosts, opened, shards=8)
+            for h in range(hosts)]
+    found = {}
+    for name in sets[0]:
+      found[name] = collections.Counter(
+          (batch['input_ids'][r].tobytes(), batch['masked_lm_ids'][r].tobytes(), int(batch['sentence_order_labels'][r]))
+          for host_sets in sets for batch in host_sets[name] for r in range(len(batch['input_ids']))
+          if batch['sentence_order_labels'][r] >= 0)
+    return found
+
+  one = rows(1)
+  assert set(one) == {'sop/builtin', 'sop/lines', 'swap', 'random'} and all(one.values())
+  assert sum(one['sop/lines'].values()) < sum(one['sop/builtin'].values())
+  for hosts in (2, 4):
+    assert rows(hosts) == one, f'{hosts} hosts'
+
+
+def test_auto_shards_let_a_run_move_to_8_times_its_first_slice_and_cpus_keep_one_per_host():
+  assert pipeline.auto_shards(4096, 32, 'tpu') == 256  # a v4-256: v4-8 to v4-2048
+  assert pipeline.auto_shards(4096, 1, 'tpu') == 8 and pipeline.auto_shards(4096, 64, 'gpu') == 512
+  assert pipeline.auto_shards(96, 8, 'tpu') == 32  # the largest power of two dividing the batch bounds it
+  assert pipeline.auto_shards(96, 3, 'tpu') == 3  # 3 hosts divide no power of two: one shard each
+  assert pipeline.auto_shards(4096, 4, 'cpu') == 4
+
+
+def test_the_stream_of_a_run_from_before_data_shards_is_kept_exactly(tiny_config, builtin_tokenizer, tmp_path):
+  """The pipeline that wrote the per-host checkpoints of runs from before data shards (git history: the commit
+  before them) and today's on one shard per host make the same batches and held-out sets, host by host, and an
+  old per-host state restores into today's at the same batch; a checkpoint's old record ({'hosts': [...]}) too."""
+  old_source = subprocess.run(['git', 'show', f'{PER_HOST_COMMIT}:albert_jax/data/pipeline.py'], cwd=ROOT,
+                              capture_output=True, text=True)
+  if old_source.returncode:
+    pytest.skip(f'this clone lacks the git history of {PER_HOST_COMMIT}')
+  (tmp_path / 'per_host_pipeline.py').write_text(old_source.stdout)
+  sys.path.insert(0, str(tmp_path))
+  try:
+    import per_host_pipeline as old
+  finally:
+    sys.path.remove(str(tmp_path))
+  config = two_source_config(tiny_config, tmp_path)
+  opened = pipeline.open_sources(config.data)
+  for split in ('train', 'eval'):
+    old_hosts = [old.Pipeline(config.data, builtin_tokenizer, 16, split, h, 2, opened=opened) for h in range(2)]
+    new_hosts = [pipeline.Pipeline(config.data, builtin_tokenizer, 16, split, h, 2, opened=opened) for h in range(2)]
+    for h in range(2):
+      assert_same_batches([new_hosts[h].next_batch() for _ in range(10)],
+                          [old_hosts[h].next_batch() for _ in range(10)], f'{split} host {h}')
+    record = {'hosts': [p.state() for p in old_hosts]}  # as train.py checkpointed it then
+    expected = [[p.next_batch() for _ in range(4)] for p in old_hosts]
+    for h in range(2):
+      resumed = pipeline.Pipeline(config.data, builtin_tokenizer, 16, split, h, 2, opened=opened)
+      resumed.restore(json.loads(json.dumps(record)))
+      assert_same_batches([resumed.next_batch() for _ in range(4)], expected[h], f'{split} host {h} resumed')
+      alone = pipeline.Pipeline(config.data, builtin_tokenizer, 16, split, h, 2, opened=opened)
+      alone.restore(json.loads(json.dumps(record['hosts'][h])))  # one host's old state
+      assert alone.step == 10
+    # ... and on one host serving both old hosts' shards: their batches side by side.
+    both = pipeline.Pipeline(config.data, builtin_tokenizer, 16, split, 0, 1, opened=opened, shards=2)
+    both.restore(json.loads(json.dumps(record)))
+    assert_same_batches([both.next_batch() for _ in range(4)],
+                        [{k: np.concatenate([a[k], b[k]]) for k in a} for a, b in zip(*expected)], f'{split} moved')
+  for h in range(2):
+    made_old = old.held_out_sets(config.data, builtin_tokenizer, 16, 3, h, 2, opened)
+    made_new = pipeline.held_out_sets(config.data, builtin_tokenizer, 16, 3, h, 2, opened)
+    for name in made_old:
+      assert_same_batches(made_new[name], made_old[name], f'held-out {name} host {h}')
+
+
+PER_HOST_COMMIT = '3cc5f78'  # the last commit whose pipeline had one stream per host
 
 
 def test_mixture_weights_set_the_share_of_each_source(tiny_config, builtin_tokenizer, tmp_path):
@@ -475,9 +621,11 @@ def test_sources_that_yield_nothing_fail_clearly(tiny_config, builtin_tokenizer,
       pipeline.Pipeline(config.data, builtin_tokenizer, batch_size=4)
 
 
-def test_batch_size_must_divide_over_hosts(tiny_config, builtin_tokenizer):
-  with pytest.raises(ConfigError, match='not divisible by the 3 hosts'):
+def test_the_batch_divides_over_the_shards_and_the_shards_over_the_hosts(tiny_config, builtin_tokenizer):
+  with pytest.raises(ConfigError, match='batch_size 64 is not divisible by the 3 data shards'):
     pipeline.Pipeline(tiny_config.data, builtin_tokenizer, tiny_config.train.batch_size, host_count=3)
+  with pytest.raises(ConfigError, match='3 hosts cannot share the 8 data shards .* it runs on 1, 2, 4, 8 hosts'):
+    pipeline.Pipeline(tiny_config.data, builtin_tokenizer, 48, host_count=3, shards=8)
 
 
 def test_inspect_cli_prints_examples_and_statistics(tiny_config):

@@ -15,11 +15,10 @@ import numpy as np
 import pytest
 
 from albert_jax import paths, train
-from albert_jax.data import pipeline
 from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import Tokenizer
 from conftest import ROOT
-from test_train import read_scalars, small
+from test_train import read_scalars, small, with_shards
 
 STEPS = 60
 
@@ -201,36 +200,6 @@ def test_storage_failing_past_the_clients_retries_ends_the_run_with_status_42(ti
   assert 'Traceback' not in err and 'parameters, mesh' not in out
 
 
-HostPipeline = pipeline.Pipeline  # the real one, kept before a test replaces it in train
-
-
-class TwoHostData:
-  """What the two hosts read together: host 0's batch followed by host 1's, as the global batch is assembled."""
-
-  def __init__(self, data, tokenizer, batch_size, split='train', host=0, host_count=1, sentence_task=None, workers=0,
-               opened=None):
-    assert host_count == 1
-    self.hosts = [HostPipeline(data, tokenizer, batch_size, split, h, 2, sentence_task=sentence_task,
-                               workers=workers, opened=opened) for h in range(2)]
-
-  def next_batch(self):
-    return self.join([p.next_batch() for p in self.hosts])
-
-  def one_pass(self, max_batches, stream=None):
-    return [self.join(parts) for parts in zip(*(p.one_pass(max_batches, stream) for p in self.hosts))]
-
-  @staticmethod
-  def join(parts):
-    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
-
-  def state(self):
-    return self.hosts[0].state()
-
-  def close(self):
-    for p in self.hosts:
-      p.close()
-
-
 def two_hosts(tiny_config, workdirs, *extra, cwd):
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
@@ -241,11 +210,10 @@ def two_hosts(tiny_config, workdirs, *extra, cwd):
   return [(host, *host.communicate(timeout=600)) for host in hosts]
 
 
-def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume(inputs, tiny_config, bucket, tmp_path,
-                                                                                monkeypatch):
+def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume(inputs, tiny_config, bucket, tmp_path):
   """Two processes as two hosts of a pod, one workdir in a bucket: they index the corpus together, once; host 0
-  reports and writes each checkpoint once, with both hosts' data positions; the losses equal one device's reading both hosts' shards (which shows that each
-  host read its own); a second launch resumes."""
+  reports and writes each checkpoint once, with both data shards' positions; the losses equal one device's serving
+  both shards (which shows that each host read its own); a second launch resumes."""
   workdir = f'{bucket}/runs/pod'
   args = [*in_bucket(inputs, bucket), '--config.train.checkpoint_every=3']
   for steps, resumed in ((6, False), (9, True)):
@@ -263,11 +231,12 @@ def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume(in
   checkpoints = sorted(int(p.name) for p in paths.path(f'{workdir}/checkpoints').iterdir() if p.name.isdigit())
   assert checkpoints == [3, 6, 9]
   data_state = json.loads(paths.path(f'{workdir}/checkpoints/9/data/metadata').read_text())
-  assert [h['host'] for h in data_state['hosts']] == [0, 1] and all(h['step'] == 9 for h in data_state['hosts'])
+  assert data_state['step'] == 9 and data_state['host_count'] == 2 and len(data_state['shards']) == 2
   assert not [p for p in paths.files_under(workdir) if '.host0-marker' in p]  # the check leaves nothing behind
 
-  monkeypatch.setattr(train.pipeline_lib, 'Pipeline', TwoHostData)
-  config = small(tiny_config, warmup_steps=5, eval_every=1000, checkpoint_every=1000)
+  # One device serving both hosts' data shards: the same global batches.
+  assert json.loads(paths.path(f'{workdir}/config.json').read_text())['data']['shards'] == 2  # CPUs: one per host
+  config = with_shards(small(tiny_config, warmup_steps=5, eval_every=1000, checkpoint_every=1000), 2)
   config.data.update(vocab=str(inputs / 'vocab.model'), source=f'lines:{inputs}/corpus/*.txt')
   train.train_and_evaluate(config, tmp_path / 'one', devices=jax.devices()[:1])
   one = read_scalars(tmp_path / 'one')['loss']

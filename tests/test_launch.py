@@ -2,6 +2,7 @@
 babysit loop through a preemption, and awkward override values arriving at the remote python unchanged."""
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -308,3 +309,75 @@ def test_tpu7x_one_host_and_multi_host_slices_and_two_slices_through_xpk_dry_run
   with pytest.raises(SystemExit):  # JobSet restarts the workload; there is no pod of VMs to re-create
     tpu.main(['babysit', *two, *RUN, '--dry-run'])
   assert 'JobSet restarts itself (up to --max_restarts times)' in capsys.readouterr().err
+
+
+def test_several_accelerators_are_one_generation_and_never_queued():
+  for bad, message in [('v4-256,v5p-128', 'distinct slices of one generation'), ('v4-64,v4-64', 'distinct'),
+                       ('v4-256,v4-x', 'unknown TPU accelerator type')]:
+    out = subprocess.run([sys.executable, '-m', 'launch.tpu', 'create', *COMMON, f'--accelerator={bad}'], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+  for extra in (['--queued'], ['--num_slices=2']):
+    out = subprocess.run([sys.executable, '-m', 'launch.tpu', 'babysit', *COMMON, '--accelerator=v4-256,v4-128',
+                          *RUN, *extra], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and 'waits for its slice\'s capacity instead of failing' in out.stderr, out.stderr
+  # A dry run creates the first: nothing refuses it.
+  assert dry_run('create', *COMMON, '--accelerator=v4-256,v4-128') == [
+      'gcloud compute tpus tpu-vm create albert --zone=europe-west4-a --accelerator-type=v4-256 '
+      '--version=tpu-ubuntu2204-base']
+
+
+def test_create_takes_the_first_slice_that_can_be_had_and_names_gcloud_s_reason_for_the_others(gcloud, monkeypatch,
+                                                                                                capsys):
+  calls, _ = gcloud
+  monkeypatch.setenv('GCLOUD_NO_CAPACITY', 'v4-256,v4-128')
+  tpu.main(['create', *COMMON, '--accelerator=v4-256,v4-128,v4-64'])
+  made = [(c[3], next((a for a in c if a.startswith('--accelerator-type=')), '')) for c in calls()]
+  assert made == [('create', '--accelerator-type=v4-256'), ('delete', ''), ('create', '--accelerator-type=v4-128'),
+                  ('delete', ''), ('create', '--accelerator-type=v4-64')]
+  out = capsys.readouterr().out
+  assert ('albert: v4-256 cannot be created now (ERROR: (gcloud.compute.tpus.tpu-vm.create) There is no more capacity '
+          'in the zone "europe-west4-a"; you can try') in out and 'albert: v4-128 cannot be created now' in out
+  monkeypatch.setenv('GCLOUD_NO_CAPACITY', 'v4-256,v4-128,v4-64')
+  with pytest.raises(SystemExit, match='albert: no slice of v4-256,v4-128,v4-64 can be created now: v4-256: ERROR'):
+    tpu.main(['create', *COMMON, '--accelerator=v4-256,v4-128,v4-64'])
+  quota = ("googleapiclient.errors.HttpError: <HttpError 429 returned \"Quota limit "
+           "'TPUV4PodPerProjectPerZoneForTPUAPI' has been exceeded. Limit: 0 in zone us-central2-b.\">")
+  assert tpu.unavailable(f'Creating...\n{quota}\n') == quota
+  assert tpu.unavailable('ERROR: (gcloud.compute.tpus.tpu-vm.create) PERMISSION_DENIED: caller lacks tpu.nodes.create') \
+      is None
+
+
+def test_babysit_starts_on_the_slice_it_can_get_and_moves_up_after_prefer_after(gcloud, monkeypatch, capsys):
+  """v4-256 has no capacity at first: the run starts on v4-128. Once v4-256 can be had and --prefer_after has
+  passed, babysit stops the running training with a checkpoint (a graceful stop: SIGTERM first), deletes the
+  v4-128 and creates the v4-256, one line each; then the run finishes there."""
+  calls, _ = gcloud
+  monkeypatch.setenv('GCLOUD_NO_CAPACITY', 'v4-256')
+  monkeypatch.setenv('GCLOUD_EXIT_CODE', '-')  # every worker's training runs
+  monkeypatch.setenv('GCLOUD_WORKERS', '32')
+  (gcloud[1].parent / 'states').write_text('MISSING')
+  polls = []
+
+  def poll(seconds):  # babysit's sleep between polls: what changes in the world meanwhile
+    polls.append(seconds)
+    if len(polls) == 1:
+      monkeypatch.delenv('GCLOUD_NO_CAPACITY')  # v4-256 can be had again
+    elif any('--accelerator-type=v4-256' in c for c in calls()[-12:]):
+      monkeypatch.setenv('GCLOUD_EXIT_CODE', '0')  # moved: training finishes there
+
+  monkeypatch.setattr(tpu.time, 'sleep', poll)
+  with pytest.raises(SystemExit) as ended:
+    tpu.main(['babysit', *COMMON, '--accelerator=v4-256,v4-128', *RUN, '--poll_seconds=5', '--prefer_after=0'])
+  assert ended.value.code == 0
+  out = capsys.readouterr().out
+  assert ('albert: created on v4-128 (16 hosts): v4-256: ERROR: (gcloud.compute.tpus.tpu-vm.create) There is no more '
+          'capacity in the zone "europe-west4-a"') in out
+  assert re.search(r'albert: \d+ s on v4-128 \(--prefer_after 0\): stopping training with a checkpoint to try v4-256 '
+                   r'first', out), out
+  assert 'albert: moved from v4-128 to v4-256 (32 hosts): v4-256 tried first after 0 s; resuming from' in out, out
+  assert 'training finished (exit code 0); 0 restart(s)' in out
+  made = calls()
+  up = max(i for i, c in enumerate(made) if '--accelerator-type=v4-256' in c)  # the create that succeeded
+  assert made[up - 1][3] == 'delete' and made[up - 2][3] == 'ssh'  # the v4-128 deleted once training stopped ...
+  assert made[up - 2][-1].startswith('--command=pkill -f "[a]lbert_jax.train"; for i in $(seq 90)')  # SIGTERM first

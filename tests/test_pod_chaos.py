@@ -13,12 +13,14 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from albert_jax import paths
 from conftest import ROOT
 from local_pod import Pod
-from test_gcs_train import in_bucket, inputs  # noqa: F401  (inputs: the corpus and vocabulary, a fixture)
+from test_gcs_train import in_bucket, inputs, scalars_in  # noqa: F401  (inputs: the corpus and vocabulary, a fixture)
+from test_train import read_scalars
 
 HOSTS, STEPS, EVERY = 2, 120, 20  # a v3-16's two workers
 POD = ['--name=pod', '--zone=local-a', '--accelerator=v3-16']
@@ -56,8 +58,11 @@ def launch(*argv, **popen):
   return subprocess.Popen([sys.executable, '-m', 'launch.tpu', *argv], cwd=ROOT, text=True, **popen)
 
 
-def unbroken(inputs, tiny_config, workdir):  # noqa: F811
-  """The same training as two local processes with nothing in their way: the figures the pod's run must end with."""
+@pytest.fixture(scope='module')
+def unbroken(inputs, tmp_path_factory):  # noqa: F811
+  """The same training as two local processes with nothing in their way: the held-out figures the pod's runs must
+  end with ({result.json}), and the loss of every step."""
+  workdir = tmp_path_factory.mktemp('unbroken')
   port, data = free_port(), [f'--config.data.vocab={inputs}/vocab.model',
                              f'--config.data.source=lines:{inputs}/corpus/*.txt']
   env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=2'}
@@ -69,7 +74,7 @@ def unbroken(inputs, tiny_config, workdir):  # noqa: F811
   for host in hosts:
     out, err = host.communicate(timeout=600)
     assert host.returncode == 0, err[-3000:]
-  return json.loads((workdir / 'result.json').read_text())
+  return json.loads((workdir / 'result.json').read_text()), read_scalars(workdir)['loss']
 
 
 def step_reached(pod: Pod) -> int:
@@ -105,8 +110,8 @@ def test_on_record_matches_the_ledger_to_the_starts_babysit_made():
 
 
 def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_worker_and_storage_faults(
-    local_pod, inputs, tiny_config, faulty_gcs, bucket, tmp_path):  # noqa: F811
-  expected = unbroken(inputs, tiny_config, tmp_path / 'unbroken')
+    local_pod, inputs, unbroken, faulty_gcs, bucket, tmp_path):  # noqa: F811
+  expected = unbroken[0]
   workdir = f'{bucket}/runs/chaos'
   run = [*POD, '--config=configs/tiny.py', f'--workdir={workdir}']
   train = ['--', *TRAIN, *in_bucket(inputs, bucket)]
@@ -197,7 +202,7 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
     target = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=here), saved)
     assert int(ocp.StandardCheckpointer().restore(state, target)['step']) == step
     data = json.loads(paths.path(f'{workdir}/checkpoints/{step}/data/metadata').read_text())
-    assert [h['step'] for h in data['hosts']] == [step, step]
+    assert data['step'] == step and data['host_count'] == 2 and len(data['shards']) == 2
 
   # The goodput record: an attempt per start (on_record says which may be missing), each resumed from the newest
   # checkpoint whole when its run stopped (babysit's line says which, from the bucket's listing): no restart lost
@@ -216,3 +221,67 @@ def test_a_babysat_local_pod_survives_a_killed_worker_a_lost_worker_0_a_frozen_w
   assert re.search(r'restarts .* down [\d:]+, start-up [\d:]+, \d+ steps recomputed', report.stdout), report.stdout
   faults = faulty_gcs.report()
   assert faults['faults'] >= 0.09 * faults['requests'], faults  # the storage failed throughout
+
+
+def test_babysit_moves_the_run_to_the_slice_it_can_get_and_back_with_the_unbroken_runs_figures(
+    local_pod, inputs, unbroken, faulty_gcs, bucket, tmp_path):  # noqa: F811
+  """A run babysat on v3-16 (2 hosts) or else v3-8 (1 host): its v3-16 is preempted and has no capacity when babysit
+  creates it again, so the run moves to a v3-8 and continues from its last checkpoint; there, once v3-16 can be had
+  again, its training is killed, and at that restart babysit takes the v3-16 first. Each move is one line; the
+  goodput record says where each attempt ran; every step's loss after a move is the unbroken run's (within 1e-3,
+  floating-point order) and so are the held-out figures at the end (within 0.005, over the same instances)."""
+  faulty_gcs.report(rate=0.0)
+  expected, expected_loss = unbroken
+  workdir = f'{bucket}/runs/moving'
+  pod = ['--name=pod', '--zone=local-a', '--accelerator=v3-16,v3-8']
+  console = open(tmp_path / 'babysit.log', 'w')
+  babysit = launch('babysit', *pod, '--config=configs/tiny.py', f'--workdir={workdir}', '--poll_seconds=1',
+                   '--max_restarts=4', '--prefer_after=100000', '--', *TRAIN, *in_bucket(inputs, bucket),
+                   stdout=console, stderr=subprocess.STDOUT)
+  said = lambda: open(tmp_path / 'babysit.log').read()
+
+  def when(test, what: str) -> None:
+    deadline = time.time() + 400
+    while not test():
+      assert babysit.poll() is None and time.time() < deadline, f'waiting for {what}:\n' + said()[-3000:]
+      time.sleep(0.1)
+
+  hosts = lambda: len(local_pod.read()['nodes'].get('pod', {}).get('vms', []))
+  when(lambda: hosts() == 2 and step_reached(local_pod) >= 25, 'step 25 on v3-16')
+  local_pod.unavailable('v3-16')
+  local_pod.preempt('pod')
+  when(lambda: hosts() == 1 and step_reached(local_pod) >= 65, 'step 65 on v3-8')
+  local_pod.unavailable()  # v3-16 can be had again
+  training = [pid for pid in local_pod.processes('pod', 0)
+              if 'ALBERT_JAX_SUPERVISED=1' in open(f'/proc/{pid}/environ', 'rb').read().decode()]
+  for pid in training:
+    os.kill(pid, signal.SIGKILL)
+  assert babysit.wait(timeout=600) == 0, said()[-4000:]
+  console.close()
+  lines = said().splitlines()
+  moves = [line for line in lines if line.startswith('pod: moved from')]
+  assert len(moves) == 2, '\n'.join(lines[-40:])
+  assert re.fullmatch(r'pod: moved from v3-16 to v3-8 \(1 host\): v3-16: ERROR: \(gcloud\.compute\.tpus\.tpu-vm\.create\) '
+                      r'There is no more capacity in the zone "local-a"; .*; resuming from step 20, the newest whole '
+                      r'checkpoint', moves[0]), moves[0]
+  assert re.fullmatch(r'pod: moved from v3-8 to v3-16 \(2 hosts\): worker 0: exit code 137 \(killed by a signal\).*; '
+                      r'larger slices tried first; resuming from step 60, the newest whole checkpoint', moves[1]), moves[1]
+  restarts = [line for line in lines if line.startswith('pod: restart ')]
+  assert len(restarts) == 2 and 'the pod is PREEMPTED' in restarts[0], restarts
+
+  # Every attempt on record with its slice; the run's figures are the unbroken run's.
+  attempts = json.loads(paths.path(f'{workdir}/goodput.json').read_text())['attempts']
+  assert [(a['slice'], a['first_step']) for a in attempts] == [
+      ('4 cpu devices, 2 hosts', 0), ('2 cpu devices, 1 host', 20), ('4 cpu devices, 2 hosts', 60)], attempts
+  loss = scalars_in(workdir, tmp_path / 'read-back')['loss']
+  np.testing.assert_allclose([loss[s] for s in range(21, STEPS + 1)], [expected_loss[s] for s in range(21, STEPS + 1)],
+                             rtol=1e-3)
+  result = json.loads(paths.path(f'{workdir}/result.json').read_text())
+  assert {k: v for k, v in result.items() if k.endswith('_count')} == {
+      k: v for k, v in expected.items() if k.endswith('_count')}
+  for name in [k for k in expected if k.endswith('_accuracy')]:
+    assert abs(result[name] - expected[name]) <= 0.005, (name, result[name], expected[name])
+  report = subprocess.run([sys.executable, '-m', 'albert_jax.goodput', workdir], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, 'PYTHONPATH': str(ROOT)})
+  assert re.search(r'attempt 2 on 2 cpu devices, 1 host: steps 20\.\.\d+, [\d.]+ steps/s', report.stdout), report.stdout
+  print(*moves, report.stdout, sep='\n')  # what the run's record says (pytest -s shows it)

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -271,6 +272,84 @@ def test_interrupted_run_resumes_identically(how, uninterrupted, tiny_config, tm
   assert resumed.returncode == 0, err[-3000:]
   assert 'resumed from step' in out
   np.testing.assert_array_equal(losses(tmp_path, range(1, 61)), uninterrupted)
+
+
+def with_shards(config, shards):
+  """`config` (a resolved copy, whose data.shards holds a string) with data.shards a count."""
+  config = config.copy_and_resolve_references()
+  with config.unlocked():
+    del config.data['shards']
+    config.data.shards = shards
+  return config
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def pod_run(tiny_config, workdir, hosts: int, *extra) -> str:
+  """`hosts` processes as the hosts of a pod (one CPU device each) training in `workdir`, a folder they all see;
+  host 0's output."""
+  distributed = ['--distributed', f'--coordinator_address=127.0.0.1:{free_port()}', f'--num_processes={hosts}']
+  processes = [run_cli(tiny_config, workdir, *extra, *distributed, f'--process_id={i}', devices=1)
+               for i in range(hosts)]
+  ran = [(process, *process.communicate(timeout=600)) for process in processes]
+  for process, _, err in ran:
+    assert process.returncode == 0, err[-3000:]
+  return ran[0][1]
+
+
+def test_a_run_of_2_hosts_continues_on_1_and_on_4_with_the_unbroken_runs_losses(tiny_config, tmp_path, capsys):
+  """A run of two hosts on 4 data shards, stopped at its checkpoint of step 6 (its later checkpoint and curves
+  removed, as if it had stopped there), continues on one host and on four: the same global batches, so every later
+  step's loss is the unbroken run's up to floating-point order, and the held-out figures at the end too, over the
+  same held-out instances."""
+  run = ['--config.train.num_steps=12', '--config.train.checkpoint_every=6', '--config.data.shards=4']
+  unbroken = tmp_path / 'unbroken'
+  pod_run(tiny_config, unbroken, 2, *run)
+  assert json.loads((unbroken / 'config.json').read_text())['data']['shards'] == 4
+  expected, expected_result = losses(unbroken, range(7, 13)), json.loads((unbroken / 'result.json').read_text())
+  for hosts in (1, 4):
+    moved = tmp_path / f'on_{hosts}'
+    shutil.copytree(unbroken, moved)
+    shutil.rmtree(moved / 'checkpoints' / '12')
+    shutil.rmtree(moved / 'tensorboard')
+    (moved / 'result.json').unlink()
+    if hosts == 1:  # in this process (its devices, a single host): the command's config, data.shards left out
+      config = small(tiny_config, num_steps=12, checkpoint_every=6, warmup_steps=5, eval_every=1000)
+      train.train_and_evaluate(config, moved, devices=jax.devices()[:1])
+      out = capsys.readouterr().out
+    else:
+      out = pod_run(tiny_config, moved, hosts, *run[:2])  # the same command: data.shards comes from the workdir
+    assert (f'resuming step 6 on {hosts} host(s) (was 2): global batch 8 per step; the data stream continues at '
+            f'step 6') in out, out
+    np.testing.assert_allclose(losses(moved, range(7, 13)), expected, rtol=1e-5, err_msg=f'{hosts} hosts')
+    result = json.loads((moved / 'result.json').read_text())
+    assert {k: v for k, v in result.items() if k.endswith('_count')} == {
+        k: v for k, v in expected_result.items() if k.endswith('_count')}
+    for name in ('eval_mlm_accuracy', 'eval_sop_accuracy', 'eval_swap_accuracy', 'eval_random_accuracy'):
+      assert abs(result[name] - expected_result[name]) < 1e-6, (hosts, name)
+
+
+def test_a_host_count_that_does_not_divide_the_runs_shards_is_refused_in_one_line(tiny_config, tmp_path):
+  """A run on 4 data shards: 3 hosts are refused, naming the host counts that work, as is another data.shards."""
+  workdir = tmp_path / 'run'
+  workdir.mkdir()
+  (workdir / 'config.json').write_text(with_shards(small(tiny_config), 4).to_json_best_effort())
+  port = free_port()
+  processes = [run_cli(tiny_config, workdir, '--distributed', f'--coordinator_address=127.0.0.1:{port}',
+                       '--num_processes=3', f'--process_id={i}', '--config.train.batch_size=12', devices=1)
+               for i in range(3)]
+  for process in processes:
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 2, err[-3000:]
+    assert err.rstrip().splitlines()[-1] == (
+        "error: 3 hosts cannot share the 4 data shards of this run's stream evenly: it runs on 1, 2, 4 hosts (the "
+        "divisors of 4). Use a slice of one of these host counts (or, for a new run, a data.shards that 3 divides).")
+  with pytest.raises(ConfigError, match='holds a run whose data stream has 4 shards .*, not 8: leave data.shards out'):
+    train.train_and_evaluate(with_shards(small(tiny_config), 8), workdir, devices=jax.devices()[:1])
 
 
 def test_held_out_sets_are_evaluated_whole_and_padding_rows_do_not_count(tiny_config, builtin_tokenizer):

@@ -3,6 +3,7 @@
   python -m albert_jax.data.inspect --config=configs/tiny.py [--num=4]     decoded examples
   python -m albert_jax.data.inspect --config=configs/tiny.py --stats       measured statistics as JSON
   python -m albert_jax.data.inspect --config=CONFIG --host=5 --host_count=64   host 5's share of a 64-host pod
+  python -m albert_jax.data.inspect --config=CONFIG --shards=256 --host_count=8 --host=1   ... of a run on 256 shards
 
 Examples are led by how the host started: the seconds and CPU to its first batch and its peak memory (what each
 host of a pod pays before its first step; a corpus never indexed is indexed first, here by this process alone),
@@ -91,13 +92,16 @@ def measure(data_pipeline, batches: int) -> dict:
 def start_report(data_pipeline, opened_s: float, start_s: float, cpu_s: float) -> str:
   """How host K of N started: the time to its first batch, the CPU it took, its peak memory, and its documents."""
   shares = []
-  for stream in data_pipeline.streams:
-    first, stop = stream.chunks[0][0], stream.chunks[-1][1]
-    shares.append(f'{stream.source.name}: documents {first:,}..{stop - 1:,} of {len(stream.source):,}')
+  for i, source in enumerate(data_pipeline.sources):
+    chunks = [c for stream in data_pipeline.streams if stream.index == i for c in stream.chunks]
+    shares.append(f'{source.name}: ' + (f'documents {chunks[0][0]:,}..{chunks[-1][1] - 1:,} of {len(source):,}'
+                                        if chunks else f'none of {len(source):,}'))
   peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 10
-  return (f'host {data_pipeline.host} of {data_pipeline.host_count}: first batch {start_s:.2f} s after start '
-          f'(sources opened in {opened_s:.2f} s), {cpu_s:.2f} CPU s, peak memory {peak:,.0f} MB; '
-          f'its {data_pipeline.split} share: ' + '; '.join(shares))
+  shards = data_pipeline.shards
+  return (f'host {data_pipeline.host} of {data_pipeline.host_count} (data shards {shards.start}..{shards.stop - 1} '
+          f'of {data_pipeline.shard_count}): first batch {start_s:.2f} s after start (sources opened in '
+          f'{opened_s:.2f} s), {cpu_s:.2f} CPU s, peak memory {peak:,.0f} MB; its {data_pipeline.split} share: '
+          + '; '.join(shares))
 
 
 def main(argv):
@@ -113,7 +117,7 @@ def main(argv):
   opened_s = time.perf_counter() - start
   data_pipeline = pipeline.Pipeline(config.data, tokenizer, _BATCH_SIZE.value * _HOST_COUNT.value,
                                     split=_SPLIT.value, host=_HOST.value, host_count=_HOST_COUNT.value,
-                                    collect_stats=_STATS.value, opened=opened)
+                                    collect_stats=_STATS.value, opened=opened, shards=_SHARDS.value or None)
   if _STATS.value:
     print(json.dumps(measure(data_pipeline, _BATCHES.value), indent=2))
     return
@@ -134,5 +138,7 @@ if __name__ == '__main__':
   _HOST = flags.DEFINE_integer('host', 0, 'The host whose share is inspected, as it would be on a pod of '
                                '--host_count hosts.')
   _HOST_COUNT = flags.DEFINE_integer('host_count', 1, 'Hosts the corpus is shared by.')
+  _SHARDS = flags.DEFINE_integer('shards', 0, 'The data shards of the run inspected (its config.json\'s data.shards; '
+                                 '0: one per host). The global batch is the same on any --host_count dividing it.')
   flags.mark_flags_as_required(['config'])
   run_cli(main)

@@ -1,11 +1,17 @@
-"""Per-host, deterministic, resumable batches of masked sentence-pair instances.
+"""Deterministic, resumable batches of masked sentence-pair instances, the same global batches on any host count.
 
-Each source's documents are split into a training range and a held-out tail (`data.eval_fraction`), and each
-range into `host_count` contiguous shards, one per host. A host walks its shard in chunks of
-`data.chunk_documents` documents, in a new seeded chunk order every epoch; a chunk's instances are made and
-shuffled with a generator seeded by (seed, source, epoch, chunk), and each instance is masked with a generator
-seeded by its position in the chunk. So every batch is a function of (seed, host index, host count, step), and
-the state needed to resume at a step is a few integers per source (`state()` / `restore()`).
+The stream is defined on `shards` data shards, fixed when a run begins (data.shards) and kept in its workdir: each
+source's documents are split into a training range and a held-out tail (`data.eval_fraction`), and each range into
+`shards` contiguous pieces. Shard s walks its piece in chunks of `data.chunk_documents` documents, in a new seeded
+chunk order every epoch; a chunk's instances are made and shuffled with a generator seeded by (seed, source, epoch,
+chunk), and each instance is masked with a generator seeded by its position in the chunk; the shard's rows of each
+step (train.batch_size / shards) draw their sources with a generator seeded by (seed, shard, step). The global batch
+is the shards' rows in shard order, so it is a function of (seed, shards, step) alone. A pod of H hosts, H dividing
+`shards`, gives host h the contiguous block of shards h*shards/H .. (h+1)*shards/H - 1: its rows of the global batch,
+whatever H is. The state needed to resume at a step is a few integers per shard and source (`state()` /
+`restore()`), and a state saved on one host count restores on any other that divides `shards`.
+
+A run from before data shards had one per host, defined exactly so: its per-host state is read as shards.
 
 Each epoch re-draws target lengths, pairs, swaps and masks: the original's dupe_factor, without a limit.
 """
@@ -94,11 +100,13 @@ class Chunk:
 
 
 class _Stream:
-  """One source's endless instance stream over one host's document range."""
+  """One source's endless instance stream over one shard's document range. `index` is the source's place in
+  data.source (its seeds' part); `slot` the stream's place among the host's streams (the workers' key)."""
 
   def __init__(self, source, index: int, first: int, stop: int, data, sentence_task: str, tokenizer: Tokenizer,
-               stats: Optional[Stats]):
+               stats: Optional[Stats], slot: int = 0):
     self.source, self.index, self.data, self.tokenizer, self.stats = source, index, data, tokenizer, stats
+    self.slot = slot
     self.sentence_task = sentence_task
     size = data.chunk_documents
     self.chunks = [(s, min(s + size, stop)) for s in range(first, stop, size)]
@@ -213,15 +221,24 @@ class Workers:
       stream.stats, stream.workers, stream._chunk = None, None, None
     self.pool = concurrent.futures.ProcessPoolExecutor(count, multiprocessing.get_context('spawn'),
                                                        initializer=_start_worker, initargs=(pickle.dumps(copies),))
-    self.ahead = count + 1  # chunks of each stream in flight
-    self.pending = {}  # (stream index, epoch, position) -> future
+    # Chunks of each stream in flight: with many streams (several shards on a host) each stream's chunks last
+    # longer, and one ahead each keeps the workers busy.
+    self.ahead = max(1, (count + 1) // len(streams))
+    self.pending = {}  # (stream slot, epoch, position) -> future
+
+  def start(self, streams: list) -> None:
+    """Every stream's current chunk begun at once: a host with many shards needs one of each for its first batch."""
+    for stream in streams:
+      key = (stream.slot, stream.epoch, stream.position)
+      if key not in self.pending:
+        self.pending[key] = self.pool.submit(_chunk_in_worker, *key)
 
   def chunk(self, stream: '_Stream') -> Chunk:
     """Stream's current chunk; the ones after it are started."""
-    key = (stream.index, stream.epoch, stream.position)
+    key = (stream.slot, stream.epoch, stream.position)
     future = self.pending.pop(key, None) or self.pool.submit(_chunk_in_worker, *key)
-    wanted = {(stream.index, *later) for later in stream.upcoming(self.ahead)}
-    for stale in [k for k in self.pending if k[0] == stream.index and k not in wanted]:  # after a restore
+    wanted = {(stream.slot, *later) for later in stream.upcoming(self.ahead)}
+    for stale in [k for k in self.pending if k[0] == stream.slot and k not in wanted]:  # after a restore
       self.pending.pop(stale).cancel()
     for later in sorted(wanted - set(self.pending)):
       self.pending[later] = self.pool.submit(_chunk_in_worker, *later)
@@ -254,56 +271,100 @@ def _start_worker(pickled_streams: bytes) -> None:
   _WORKER_STREAMS.extend(pickle.loads(pickled_streams))
 
 
-def _chunk_in_worker(index: int, epoch: int, position: int) -> tuple:
+def _chunk_in_worker(slot: int, epoch: int, position: int) -> tuple:
   """(the chunk, what reading it skipped): the main process adds the counts to its own source's."""
-  stream = _WORKER_STREAMS[index]
+  stream = _WORKER_STREAMS[slot]
   before = collections.Counter(stream.source.skipped)
   chunk = stream.make_chunk(epoch, position)
   return chunk, collections.Counter(stream.source.skipped) - before
 
 
-def document_ranges(size: int, eval_fraction: float, split: str, host: int, host_count: int, name: str) -> tuple:
-  """This host's [first, stop) documents of `split` ('train' or 'eval') of a source with `size` documents."""
+def document_ranges(size: int, eval_fraction: float, split: str, shard: int, shards: int, name: str) -> tuple:
+  """Shard `shard` of `shards`'s [first, stop) documents of `split` ('train' or 'eval') of a source with `size`
+  documents. A held-out piece may be empty (a shard with no held-out documents evaluates nothing)."""
   held_out = max(1, int(round(size * eval_fraction)))
-  if size - held_out < host_count or held_out < (host_count if split == 'eval' else 1):
+  if size - held_out < shards:
     raise sources.SourceError(
         f'data.source {name} has {size} documents: too few to hold out {held_out} for evaluation and give each of '
-        f'{host_count} hosts at least one (add documents or change data.eval_fraction).')
+        f'{shards} data shards at least one to train on (add documents, lower data.eval_fraction, or start the run '
+        f'with fewer data.shards).')
   first, stop = (0, size - held_out) if split == 'train' else (size - held_out, size)
   span = stop - first
-  return first + host * span // host_count, first + (host + 1) * span // host_count
+  return first + shard * span // shards, first + (shard + 1) * span // shards
+
+
+SHARDS_PER_HOST = 8  # data.shards 'auto' on accelerators: the run can move to a slice up to this many times larger
+
+
+def auto_shards(batch_size: int, host_count: int, platform: str) -> int:
+  """data.shards 'auto' for a run that begins on `host_count` hosts of `platform` devices. On accelerators,
+  SHARDS_PER_HOST times the host count rounded up to a power of two, at most the largest power of two that divides
+  the batch: the run moves to any slice from one host to that many (a v4-256's 32 hosts give 256 shards: v4-8 to
+  v4-2048); a host's start makes one chunk per shard it serves. On CPUs (a laptop, tests), one per host: the
+  stream of runs from before data shards, and the least start-up. Where the host count does not divide that, one
+  per host."""
+  if platform == 'cpu':
+    return host_count
+  power = 1 << max(host_count - 1, 0).bit_length()
+  shards = min(SHARDS_PER_HOST * power, batch_size & -batch_size)
+  return shards if shards % host_count == 0 else host_count
+
+
+def check_shards(shards: int, host_count: int, batch_size: int) -> None:
+  """A stream of `shards` data shards on `host_count` hosts, `batch_size` rows a step over all of them; a
+  ConfigError names what does not divide, and what would."""
+  if batch_size % shards:
+    raise ConfigError(f'train.batch_size {batch_size} is not divisible by the {shards} data shards (data.shards): '
+                      f'each shard gives every batch the same number of rows. Use a multiple of {shards} (or, for a '
+                      f'new run, another data.shards).')
+  if shards % host_count:
+    working = [str(n) for n in range(1, shards + 1) if shards % n == 0]
+    raise ConfigError(f'{host_count} hosts cannot share the {shards} data shards of this run\'s stream evenly: it '
+                      f'runs on {", ".join(working)} hosts (the divisors of {shards}). Use a slice of one of these '
+                      f'host counts (or, for a new run, a data.shards that {host_count} divides).')
 
 
 class Pipeline:
-  """Batches for one host: `next_batch()` returns a dict of numpy arrays with FEATURES, [host batch, ...].
+  """Batches for one host: `next_batch()` returns a dict of numpy arrays with FEATURES, [host batch, ...]: the rows
+  of the global batch of `batch_size` that this host's shards give.
 
-  `sentence_task` overrides data.sentence_task: the held-out probes 'swap' and 'random' (instances.py). With
-  `workers`, that many background processes make the coming chunks (the same batches, sooner); close() stops them.
-  `opened`: the sources, already opened by open_sources (pipelines of one run share them).
+  `shards`: the data shards the stream is defined on (module docstring; default one per host, the stream of a run
+  from before data.shards); the host serves its block of them. `sentence_task` overrides data.sentence_task: the
+  held-out probes 'swap' and 'random' (instances.py). With `workers`, that many background processes make the
+  coming chunks (the same batches, sooner); close() stops them. `opened`: the sources, already opened by
+  open_sources (pipelines of one run share them).
   """
 
   def __init__(self, data, tokenizer: Tokenizer, batch_size: int, split: str = 'train', host: int = 0,
                host_count: int = 1, collect_stats: bool = False, sentence_task: Optional[str] = None,
-               workers: int = 0, opened: Optional[list] = None):
+               workers: int = 0, opened: Optional[list] = None, shards: Optional[int] = None):
     validate_data(data)
-    if batch_size % host_count:
-      raise ConfigError(f'batch size {batch_size} is not divisible by the {host_count} hosts.')
+    shards = shards or host_count
+    check_shards(shards, host_count, batch_size)
     self.data, self.tokenizer, self.split = data, tokenizer, split
-    self.host, self.host_count, self.batch_size = host, host_count, batch_size // host_count
+    self.host, self.host_count, self.shard_count = host, host_count, shards
+    self.shards = range(host * shards // host_count, (host + 1) * shards // host_count)  # this host's
+    self.rows, self.batch_size = batch_size // shards, batch_size // host_count  # a shard's rows, the host's
     self.stats = Stats() if collect_stats else None
     specs = sources.parse_specs(data.source)
     self.sources = opened or open_sources(data)
     weights = np.array([spec.weight for spec in specs])
     self.weights = weights / weights.sum()
-    self.streams = []
-    for i, source in enumerate(self.sources):
-      first, stop = document_ranges(len(source), data.eval_fraction, split, host, host_count, source.name)
-      self.streams.append(_Stream(source, i, first, stop, data, sentence_task or data.sentence_task, tokenizer,
-                                  self.stats))
+    self.streams = []  # shard by shard, each shard's sources in data.source's order
+    for shard in self.shards:
+      for i, source in enumerate(self.sources):
+        first, stop = document_ranges(len(source), data.eval_fraction, split, shard, shards, source.name)
+        self.streams.append(_Stream(source, i, first, stop, data, sentence_task or data.sentence_task, tokenizer,
+                                    self.stats, slot=len(self.streams)))
     self.step = 0
     self.workers = Workers(self.streams, workers) if workers else None
+    self.workers_started = False
     for stream in self.streams:
       stream.workers = self.workers
+
+  def of_shard(self, k: int) -> list:
+    """The streams of this host's k-th shard, one per source."""
+    return self.streams[k * len(self.sources):(k + 1) * len(self.sources)]
 
   def close(self) -> None:
     if self.workers is not None:
@@ -312,11 +373,20 @@ class Pipeline:
   def skipped(self) -> dict:
     return {source.name: dict(source.skipped) for source in self.sources}
 
+  def _start_workers(self) -> None:
+    if self.workers is not None and not self.workers_started:  # after a restore, which moves the streams
+      self.workers.start([stream for stream in self.streams if stream.chunks])
+      self.workers_started = True
+
   def next_batch(self) -> dict:
-    rng = np.random.default_rng([self.data.seed, self.host, self.step, 3])
-    picks = rng.choice(len(self.streams), size=self.batch_size, p=self.weights)
-    batch = collate([self.streams[p].next() for p in picks], self.data.max_seq_length,
-                    self.data.max_predictions_per_seq)
+    self._start_workers()
+    items = []
+    for k, shard in enumerate(self.shards):
+      streams = self.of_shard(k)
+      picks = np.random.default_rng([self.data.seed, shard, self.step, 3]).choice(len(streams), size=self.rows,
+                                                                                   p=self.weights)
+      items.extend(streams[p].next() for p in picks)
+    batch = collate(items, self.data.max_seq_length, self.data.max_predictions_per_seq)
     self.step += 1
     return batch
 
@@ -325,41 +395,80 @@ class Pipeline:
       yield self.next_batch()
 
   def one_pass(self, max_batches: int, stream: Optional[int] = None) -> list:
-    """Batches holding each instance of the first epoch of every source (or of source `stream` alone) once: a
-    held-out set evaluated whole, at most max_batches of them per source and at least one; the last one is padded
-    with rows of label -1 (collate)."""
+    """Batches holding each instance of the first epoch of every source (or of source `stream` alone) once, shard
+    by shard: a held-out set evaluated whole, at most max_batches batches' worth of them per source and at least
+    one batch; the last one is padded with rows of label -1 (collate). Over all hosts the instances are those of
+    every shard, whatever the host count."""
+    self._start_workers()
     items = []
-    for source_stream in self.streams if stream is None else [self.streams[stream]]:
-      mine = []
-      while len(mine) < max_batches * self.batch_size:
-        item = source_stream.next()
-        if source_stream.epoch > 0:  # that was the first instance of the second pass
-          break
-        mine.append(item)
-      items.extend(mine)
+    for k in range(len(self.shards)):
+      for i, source_stream in enumerate(self.of_shard(k)):
+        if (stream is not None and i != stream) or not source_stream.chunks:  # a shard with no held-out documents
+          continue
+        mine = []
+        while len(mine) < max_batches * self.rows:
+          item = source_stream.next()
+          if source_stream.epoch > 0:  # that was the first instance of the second pass
+            break
+          mine.append(item)
+        items.extend(mine)
     return [collate(items[i:i + self.batch_size], self.data.max_seq_length, self.data.max_predictions_per_seq,
                     rows=self.batch_size) for i in range(0, max(len(items), 1), self.batch_size)]
 
   def state(self) -> dict:
-    """A small JSON-able state: saved with each checkpoint, restored to resume at exactly this batch."""
-    return {'step': self.step, 'seed': self.data.seed, 'host': self.host, 'host_count': self.host_count,
-            'split': self.split, 'streams': [[s.epoch, s.position, s.offset] for s in self.streams]}
+    """This host's small JSON-able state: restored to resume at exactly this batch (run_state joins the hosts')."""
+    return {'step': self.step, 'seed': self.data.seed, 'split': self.split, 'shard_count': self.shard_count,
+            'first_shard': self.shards.start,
+            'shards': [[[s.epoch, s.position, s.offset] for s in self.of_shard(k)] for k in range(len(self.shards))]}
 
   def restore(self, state: dict) -> None:
-    """Resumes at the batch `state` (this host's, from a checkpoint) was saved before; settings that would change
-    which documents this host reads are refused (ConfigError)."""
-    mine = self.state()
-    for key in ('seed', 'host', 'host_count', 'split'):
-      if state[key] != mine[key]:
-        raise ConfigError(f'the checkpoint\'s data state was saved with {key}={state[key]!r}, this run has '
-                          f'{mine[key]!r}: a run resumes with the data settings and host count it started with '
-                          f'(or use a new --workdir).')
-    if len(state['streams']) != len(self.streams):
-      raise ConfigError(f'the checkpoint\'s data state has {len(state["streams"])} sources, data.source now has '
-                        f'{len(self.streams)}: resume with the sources the run started with (or use a new --workdir).')
-    self.step = state['step']
-    for stream, (epoch, position, offset) in zip(self.streams, state['streams']):
-      stream.epoch, stream.position, stream.offset = epoch, position, offset
+    """Resumes at the batch `state` was saved before: a whole run's (a checkpoint's, from any host count), or a
+    host's holding this host's shards. Settings that would change the stream are refused (ConfigError)."""
+    saved = by_shard(state)
+    mine = {'seed': self.data.seed, 'split': self.split, 'shard_count': self.shard_count}
+    for key, value in mine.items():
+      if saved[key] != value:
+        raise ConfigError(f'the checkpoint\'s data state was saved with {key}={saved[key]!r}, this run has '
+                          f'{value!r}: a run resumes with the data settings and data shards it started with (or use '
+                          f'a new --workdir).')
+    missing = [shard for shard in self.shards if shard not in saved['shards']]
+    if missing:
+      raise ConfigError(f'the data state holds shards {sorted(saved["shards"])}, not this host\'s {missing}: restore '
+                        f'a whole run\'s state (its checkpoint\'s).')
+    for shard in self.shards:
+      if len(saved['shards'][shard]) != len(self.sources):
+        raise ConfigError(f'the checkpoint\'s data state has {len(saved["shards"][shard])} sources, data.source now '
+                          f'has {len(self.sources)}: resume with the sources the run started with (or use a new '
+                          f'--workdir).')
+    self.step = saved['step']
+    for k, shard in enumerate(self.shards):
+      for stream, (epoch, position, offset) in zip(self.of_shard(k), saved['shards'][shard]):
+        stream.epoch, stream.position, stream.offset = epoch, position, offset
+
+
+def run_state(host_states: list) -> dict:
+  """The whole run's data state, as its checkpoint keeps it, from every host's state() in host order: every shard's
+  position, and the host count it was saved on."""
+  first = host_states[0]
+  return {'step': first['step'], 'seed': first['seed'], 'split': first['split'],
+          'shard_count': first['shard_count'], 'host_count': len(host_states),
+          'shards': [streams for state in host_states for streams in state['shards']]}
+
+
+def by_shard(state: dict) -> dict:
+  """A saved data state in one form, {step, seed, split, shard_count, shards: {shard: its streams}, host_count}
+  (None where it does not say), whichever wrote it: a host's state(), a whole run's (run_state), or a run's from
+  before data shards, which had one per host: {'hosts': [each host's]} or one host's {host, host_count, streams}."""
+  if 'hosts' in state:
+    hosts = state['hosts']
+    return {**{k: hosts[0][k] for k in ('step', 'seed', 'split')}, 'shard_count': len(hosts),
+            'host_count': len(hosts), 'shards': {h['host']: h['streams'] for h in hosts}}
+  if 'streams' in state:
+    return {**{k: state[k] for k in ('step', 'seed', 'split')}, 'shard_count': state['host_count'],
+            'host_count': state['host_count'], 'shards': {state['host']: state['streams']}}
+  first = state.get('first_shard', 0)
+  return {**{k: state[k] for k in ('step', 'seed', 'split', 'shard_count')}, 'host_count': state.get('host_count'),
+          'shards': {first + k: streams for k, streams in enumerate(state['shards'])}}
 
 
 def collate(items: list, max_seq_length: int, max_predictions: int, rows: Optional[int] = None) -> dict:
@@ -408,14 +517,15 @@ def open_sources(data, process_index: int = 0, process_count: int = 1) -> list:
 
 
 def held_out_sets(data, tokenizer: Tokenizer, batch_size: int, eval_batches: int, host: int = 0,
-                  host_count: int = 1, opened=None) -> dict:
+                  host_count: int = 1, opened=None, shards: Optional[int] = None) -> dict:
   """This host's held-out batches, made once and evaluated whole each time (step.evaluate): instances made as for
   training (the run's sentence task; MLM is measured on these) as 'sop', or with several sources one such set
   per source, 'sop/<label>' (metrics per source); and the probes 'swap' and 'random' over all sources.
-  `eval_batches` (of `batch_size` over all hosts) bounds each source's share of each set."""
+  `eval_batches` (of `batch_size` over all hosts) bounds each source's share of each set. Over all hosts the sets
+  hold the same instances on any host count that divides `shards` (as Pipeline)."""
   opened = opened or open_sources(data)
   made = lambda task: Pipeline(data, tokenizer, batch_size, 'eval', host, host_count, sentence_task=task,
-                               opened=opened)
+                               opened=opened, shards=shards)
   own = made(None)
   if len(opened) == 1:
     sets = {'sop': own.one_pass(eval_batches)}
