@@ -26,6 +26,7 @@ from ml_collections import config_flags
 
 from albert_jax import accelerators, fit, metrics, pretrained, sharding
 from albert_jax.config import run_cli, validate
+from albert_jax.data import pipeline
 from albert_jax.errors import ConfigError
 from albert_jax.summary import count_params, training_flops_per_sequence
 
@@ -289,6 +290,19 @@ def report(config, topo: Topology, mfu: float, largest_batch: bool = False, devi
           'dcn_bytes_per_step': dcn_bytes, 'smallest': smallest_found}
 
 
+def moves(config, topologies: list) -> str:
+  """Which of `topologies` a run begun on the first can continue on: those whose hosts share its data shards evenly
+  (data.shards, 'auto' as training resolves it on the first; data/pipeline.py)."""
+  hosts = [t.slice.hosts * t.num_slices for t in topologies]
+  setting = config.data.shards
+  shards = pipeline.auto_shards(config.train.batch_size, hosts[0], 'tpu') if setting == 'auto' else setting
+  fits = [f'{t.name} ({h} host{"s" * (h > 1)})' for t, h in zip(topologies[1:], hosts[1:]) if shards % h == 0]
+  not_ = [f'{t.name} ({h} hosts)' for t, h in zip(topologies[1:], hosts[1:]) if shards % h]
+  return (f'data: a run begun on {topologies[0].name} has {shards} data shards (data.shards {setting}); it continues '
+          f'on ' + (', '.join(fits) or 'none of the others') +
+          (f'; not on {", ".join(not_)} (its hosts do not divide {shards})' if not_ else ''))
+
+
 def markdown_header(mfu: float, smallest: bool = False) -> str:
   columns = ['config', 'pod', 'batch per device', 'peak per device as configured', 'fits', 'what fits', 'peak then',
              f's/step at {mfu:.0%} MFU', 'hours for the run']
@@ -323,10 +337,13 @@ def main(argv):
   if _FORMAT.value == 'markdown':
     print(markdown_header(_MFU.value, _SMALLEST.value))
   config, _ = pretrained.for_pretraining(_CONFIG.value)  # a continued run's shape is its config.init's
-  for topo in [topology(t) for t in _TOPOLOGY.value.split(',')]:  # every name is checked before any compile
+  topologies = [topology(t) for t in _TOPOLOGY.value.split(',')]  # every name is checked before any compile
+  for topo in topologies:
     out = report(config, topo, _MFU.value, _LARGEST_BATCH.value, smallest=_SMALLEST.value,
                  accumulate=_ACCUMULATE.value)
     print(markdown_row(name, topo, out, _SMALLEST.value) if _FORMAT.value == 'markdown' else out['text'], flush=True)
+  if len(topologies) > 1 and _FORMAT.value == 'text':  # slices a run may move between (launch.tpu --accelerator)
+    print(moves(config, topologies))
 
 
 if __name__ == '__main__':

@@ -630,6 +630,9 @@ def parse(argv: list) -> argparse.Namespace:
     parser.error(str(e))
   tpu = given[0]
   args.version = args.version or tpu.generation.runtime
+  if len(given) > 1 and on_gke(tpu, args.num_slices):
+    parser.error(f'--accelerator {args.accelerator}: an XPK workload runs on its cluster\'s node pools of one TPU '
+                 f'type, where JobSet restarts it: give one accelerator')
   if len(given) > 1 and (args.queued or args.num_slices > 1):
     parser.error(f'--accelerator {args.accelerator}: a queued request (--queued, and every multislice one) waits for '
                  f'its slice\'s capacity instead of failing, so it never moves on to the next: give one accelerator, '

@@ -291,3 +291,16 @@ def test_tpu7x_fits_its_step_with_a_new_libtpu_and_refuses_an_old_one_in_one_lin
   assert out['text'].startswith('tpu7x-8 (tpu7x:2x2x1, 8 x TPU7x, 96.00 GiB HBM each)')
   # 2,307 TFLOP/s a chip, 8 devices: the step time at 40% is the FLOPs over 8 x 1,153.5e12 x 0.4.
   assert math.isclose(out['step_seconds'], out['flops_per_step'] / (8 * 1153.5e12 * 0.4))
+
+
+def test_a_list_of_slices_says_which_a_run_begun_on_the_first_can_move_to(tiny_config):
+  """The host counts of the others must divide the data shards a run begun on the first gets (pipeline.auto_shards:
+  8 times its hosts), or data.shards as set."""
+  config = tiny_config.copy_and_resolve_references()
+  config.train.batch_size = 4096
+  assert aot.moves(config, [aot.topology(t) for t in ('v4-256', 'v4-128', 'v4-64')]) == (
+      'data: a run begun on v4-256 has 256 data shards (data.shards auto); it continues on v4-128 (16 hosts), '
+      'v4-64 (8 hosts)')
+  assert aot.moves(config, [aot.topology(t) for t in ('v4-64', 'v4-512', 'v4-1024')]) == (
+      'data: a run begun on v4-64 has 64 data shards (data.shards auto); it continues on v4-512 (64 hosts); not on '
+      'v4-1024 (128 hosts) (its hosts do not divide 64)')
