@@ -469,9 +469,9 @@ def babysit(g: Gcloud) -> None:
   run. Every restart is one line: the cause, the worker, the step resumed from and the steps lost.
 
   With several accelerators, the pod is (re)created on the first of them that can be had (create), and every move
-  between them is one line (from, to, why, the step resumed from). On a smaller one, once --prefer_after seconds
-  have passed since the run moved there (or last tried to move up), the larger ones are tried first again: at the
-  next restart, or while training runs, by stopping it with a checkpoint (SIGTERM: no step is computed again),
+  between them is one line (from, to, why, the step resumed from). On a smaller one, every restart tries the larger
+  ones first (its start-up is paid anyway); and once --prefer_after seconds have passed since the run moved there (or
+  last tried to move up), babysit stops training with a checkpoint (SIGTERM: no step is computed again) to try them,
   which is a move, not a restart."""
   a = g.args
   restarts, stalled, seen_running = 0, 0, False
@@ -548,8 +548,7 @@ def babysit(g: Gcloud) -> None:
       if what == 'restart':
         origin = which[0]
         stop(g, graceful=False)
-        if move_up_due():  # a start-up is paid anyway: the larger slices first
-          moved_at = time.monotonic()
+        if g.slice != g.slices[0]:  # on a smaller slice, whose start-up is paid anyway: the larger ones first
           restart(origin.describe(), lambda: recreate(state, f'{origin.describe()}; larger slices tried first'),
                   found)
         else:

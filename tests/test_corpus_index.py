@@ -274,11 +274,13 @@ def test_prepare_and_inspect_on_the_command_line(tmp_path, tiny_config):
   shown = subprocess.run([sys.executable, '-m', 'albert_jax.data.inspect', '--config=configs/tiny.py',
                           f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
                           f'--config.data.source=lines:{tmp_path}/corpus/part_*',
-                          f'--config.data.index_dir={tmp_path / "index"}', '--host=5', '--host_count=8', '--num=1'],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+                          f'--config.data.index_dir={tmp_path / "index"}', '--host=5', '--host_count=8', '--num=1',
+                          '--shards=16'], capture_output=True, text=True, timeout=300, cwd=ROOT)
   assert shown.returncode == 0, shown.stderr
-  # 120 documents, 12 held out: host 5 of 8 has documents 67..80 of the 108 in training.
-  assert any(line.startswith('host 5 of 8: first batch ') for line in shown.stdout.splitlines())
+  # 120 documents, 12 held out: host 5 of 8 serves data shards 10 and 11 of 16, documents 67..80 of the 108 in
+  # training (as one shard per host would give it).
+  assert any(line.startswith('host 5 of 8 (data shards 10..11 of 16): first batch ')
+             for line in shown.stdout.splitlines()), shown.stdout
   assert f'its train share: lines:{tmp_path}/corpus/part_*: documents 67..80 of 120' in shown.stdout
   (tmp_path / 'corpus' / 'part_009.txt.gz').write_bytes(b'\x1f\x8b not really gzip')
   broken = subprocess.run(prepare, capture_output=True, text=True, timeout=300, cwd=ROOT)

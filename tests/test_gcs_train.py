@@ -210,37 +210,46 @@ def two_hosts(tiny_config, workdirs, *extra, cwd):
   return [(host, *host.communicate(timeout=600)) for host in hosts]
 
 
-def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume(inputs, tiny_config, bucket, tmp_path):
+def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume_on_one(inputs, tiny_config, bucket,
+                                                                                      tmp_path, capsys):
   """Two processes as two hosts of a pod, one workdir in a bucket: they index the corpus together, once; host 0
   reports and writes each checkpoint once, with both data shards' positions; the losses equal one device's serving
-  both shards (which shows that each host read its own); a second launch resumes."""
+  both shards (which shows that each host read its own); a second launch resumes the run on one host."""
   workdir = f'{bucket}/runs/pod'
-  args = [*in_bucket(inputs, bucket), '--config.train.checkpoint_every=3']
-  for steps, resumed in ((6, False), (9, True)):
-    ran = two_hosts(tiny_config, [workdir, workdir], f'--config.train.num_steps={steps}', *args, cwd=tmp_path)
-    for host, out, err in ran:
-      assert host.returncode == 0, err[-3000:]
-    assert "mesh {'data': 4, 'fsdp': 1, 'model': 1}, 2 host(s)" in ran[0][1]
-    assert f'[host 0/2] step {steps}/{steps}' in ran[0][1] and f'step {steps}/{steps}' not in ran[1][1]
-    assert ('resumed from step 6' in ran[0][1]) == resumed
-    # The corpus indexed once, by both hosts (a file each, a part each, beside it in the bucket); not again.
-    assert ('2 of 2 files (0 MB) have no index entry' in ran[0][1]) != resumed
-    assert len(paths.listing(f'{bucket}/inputs/corpus/.albert_index/lines-v1/part-*.json')) == 2
-    if not resumed:  # the first launch's trajectory, before the second adds to it
-      pod = scalars_in(workdir, tmp_path / 'read-back')['loss']
-  checkpoints = sorted(int(p.name) for p in paths.path(f'{workdir}/checkpoints').iterdir() if p.name.isdigit())
-  assert checkpoints == [3, 6, 9]
-  data_state = json.loads(paths.path(f'{workdir}/checkpoints/9/data/metadata').read_text())
-  assert data_state['step'] == 9 and data_state['host_count'] == 2 and len(data_state['shards']) == 2
+  data = in_bucket(inputs, bucket)
+  ran = two_hosts(tiny_config, [workdir, workdir], '--config.train.num_steps=6', *data,
+                  '--config.train.checkpoint_every=3', cwd=tmp_path)
+  for host, out, err in ran:
+    assert host.returncode == 0, err[-3000:]
+  assert "mesh {'data': 4, 'fsdp': 1, 'model': 1}, 2 host(s)" in ran[0][1]
+  assert '[host 0/2] step 6/6' in ran[0][1] and 'step 6/6' not in ran[1][1]
+  # The corpus indexed once, by both hosts (a file each, a part each, beside it in the bucket).
+  assert '2 of 2 files (0 MB) have no index entry' in ran[0][1]
+  assert len(paths.listing(f'{bucket}/inputs/corpus/.albert_index/lines-v1/part-*.json')) == 2
+  pod = scalars_in(workdir, tmp_path / 'read-back')['loss']
+  data_state = json.loads(paths.path(f'{workdir}/checkpoints/6/data/metadata').read_text())
+  assert data_state['step'] == 6 and data_state['host_count'] == 2 and len(data_state['shards']) == 2
   assert not [p for p in paths.files_under(workdir) if '.host0-marker' in p]  # the check leaves nothing behind
 
   # One device serving both hosts' data shards: the same global batches.
   assert json.loads(paths.path(f'{workdir}/config.json').read_text())['data']['shards'] == 2  # CPUs: one per host
-  config = with_shards(small(tiny_config, warmup_steps=5, eval_every=1000, checkpoint_every=1000), 2)
-  config.data.update(vocab=str(inputs / 'vocab.model'), source=f'lines:{inputs}/corpus/*.txt')
-  train.train_and_evaluate(config, tmp_path / 'one', devices=jax.devices()[:1])
+  config = small(tiny_config, warmup_steps=5, eval_every=1000, checkpoint_every=3)
+  config.data.update(dict(override[len('--config.data.'):].split('=', 1) for override in data))
+  train.train_and_evaluate(with_shards(config, 2), tmp_path / 'one', devices=jax.devices()[:1])
   one = read_scalars(tmp_path / 'one')['loss']
   np.testing.assert_allclose([pod[s] for s in range(1, 7)], [one[s] for s in range(1, 7)], rtol=2e-5)
+
+  # The pod's run continued on one host, with the same settings: its two data shards served here, its index read.
+  capsys.readouterr()
+  config.train.num_steps = 9
+  train.train_and_evaluate(config, workdir, devices=jax.devices()[:1])
+  out = capsys.readouterr().out
+  assert 'resuming step 6 on 1 host(s) (was 2): global batch 8 per step; the data stream continues at step 6' in out
+  assert 'have no index entry' not in out
+  checkpoints = sorted(int(p.name) for p in paths.path(f'{workdir}/checkpoints').iterdir() if p.name.isdigit())
+  assert checkpoints == [3, 6, 9]
+  data_state = json.loads(paths.path(f'{workdir}/checkpoints/9/data/metadata').read_text())
+  assert data_state['host_count'] == 1 and data_state['shard_count'] == 2
 
 
 def test_hosts_that_do_not_share_the_workdir_all_stop_before_compiling(tiny_config, builtin_tokenizer, tmp_path):

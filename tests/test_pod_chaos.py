@@ -247,10 +247,11 @@ def test_babysit_moves_the_run_to_the_slice_it_can_get_and_back_with_the_unbroke
       time.sleep(0.1)
 
   hosts = lambda: len(local_pod.read()['nodes'].get('pod', {}).get('vms', []))
-  when(lambda: hosts() == 2 and step_reached(local_pod) >= 25, 'step 25 on v3-16')
+  whole = lambda step: paths.path(f'{workdir}/checkpoints/{step}/commit_success.txt').exists()
+  when(lambda: hosts() == 2 and step_reached(local_pod) >= 25 and whole(20), 'step 25 on v3-16')
   local_pod.unavailable('v3-16')
   local_pod.preempt('pod')
-  when(lambda: hosts() == 1 and step_reached(local_pod) >= 65, 'step 65 on v3-8')
+  when(lambda: hosts() == 1 and step_reached(local_pod) >= 65 and whole(60), 'step 65 on v3-8')
   local_pod.unavailable()  # v3-16 can be had again
   training = [pid for pid in local_pod.processes('pod', 0)
               if 'ALBERT_JAX_SUPERVISED=1' in open(f'/proc/{pid}/environ', 'rb').read().decode()]
@@ -266,16 +267,20 @@ def test_babysit_moves_the_run_to_the_slice_it_can_get_and_back_with_the_unbroke
                       r'checkpoint', moves[0]), moves[0]
   assert re.fullmatch(r'pod: moved from v3-8 to v3-16 \(2 hosts\): worker 0: exit code 137 \(killed by a signal\).*; '
                       r'larger slices tried first; resuming from step 60, the newest whole checkpoint', moves[1]), moves[1]
+  assert 'pod: restart' not in moves[1] and not [line for line in lines if 'still on' in line]
   restarts = [line for line in lines if line.startswith('pod: restart ')]
   assert len(restarts) == 2 and 'the pod is PREEMPTED' in restarts[0], restarts
+  status = launch('status', *pod, stdout=subprocess.PIPE)
+  assert 'pod is on v3-16 (2 hosts), choice 1 of v3-16,v3-8' in status.communicate(timeout=60)[0]
 
   # Every attempt on record with its slice; the run's figures are the unbroken run's.
   attempts = json.loads(paths.path(f'{workdir}/goodput.json').read_text())['attempts']
   assert [(a['slice'], a['first_step']) for a in attempts] == [
       ('4 cpu devices, 2 hosts', 0), ('2 cpu devices, 1 host', 20), ('4 cpu devices, 2 hosts', 60)], attempts
   loss = scalars_in(workdir, tmp_path / 'read-back')['loss']
-  np.testing.assert_allclose([loss[s] for s in range(21, STEPS + 1)], [expected_loss[s] for s in range(21, STEPS + 1)],
-                             rtol=1e-3)
+  after = [s for s in sorted(expected_loss) if s > 20]  # every logged step after the first move
+  assert len(after) == (STEPS - 20) // 2
+  np.testing.assert_allclose([loss[s] for s in after], [expected_loss[s] for s in after], rtol=1e-3)
   result = json.loads(paths.path(f'{workdir}/result.json').read_text())
   assert {k: v for k, v in result.items() if k.endswith('_count')} == {
       k: v for k, v in expected.items() if k.endswith('_count')}
