@@ -517,9 +517,6 @@ def babysit(g: Gcloud) -> None:
     setup(g)
     train(g)
 
-  def move_up_due() -> bool:
-    return g.slice != g.slices[0] and time.monotonic() - moved_at >= a.prefer_after
-
   while True:
     state = 'MISSING' if g.dry_run and restarts == 0 else pod_state(g)
     if state in ('MISSING', 'PREEMPTED', 'TERMINATED', 'STOPPED', 'FAILED'):
@@ -559,7 +556,7 @@ def babysit(g: Gcloud) -> None:
         else:
           print(f'{a.name}: nothing is training on the pod: starting it', flush=True)
           train(g)
-      elif what == 'running' and move_up_due():
+      elif what == 'running' and g.slice != g.slices[0] and time.monotonic() - moved_at >= a.prefer_after:
         larger = ', '.join(tpu.cloud_name for tpu in g.slices[:g.slices.index(g.slice)])
         print(f'{a.name}: {time.monotonic() - moved_at:.0f} s on {g.slice.cloud_name} (--prefer_after '
               f'{a.prefer_after:g}): stopping training with a checkpoint to try {larger} first', flush=True)

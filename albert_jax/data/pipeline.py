@@ -212,7 +212,7 @@ class Workers:
   those of the main process making them itself. Workers are started with 'spawn' (forking a process that runs
   JAX is unsafe) and ignore SIGINT and SIGTERM, which the main process handles (a preempted run saves first)."""
 
-  def __init__(self, streams: list, count: int):
+  def __init__(self, streams: list, count: int, shards: int = 1):
     import concurrent.futures
     import multiprocessing
     import pickle
@@ -221,9 +221,9 @@ class Workers:
       stream.stats, stream.workers, stream._chunk = None, None, None
     self.pool = concurrent.futures.ProcessPoolExecutor(count, multiprocessing.get_context('spawn'),
                                                        initializer=_start_worker, initargs=(pickle.dumps(copies),))
-    # Chunks of each stream in flight: with many streams (several shards on a host) each stream's chunks last
-    # longer, and one ahead each keeps the workers busy.
-    self.ahead = max(1, (count + 1) // len(streams))
+    # Chunks of each stream in flight: a host serving several shards uses each shard's chunks that many times more
+    # slowly (each gives its share of the rows), and one ahead of each keeps the workers busy.
+    self.ahead = max(1, (count + 1) // shards)
     self.pending = {}  # (stream slot, epoch, position) -> future
 
   def start(self, streams: list) -> None:
@@ -357,7 +357,7 @@ class Pipeline:
         self.streams.append(_Stream(source, i, first, stop, data, sentence_task or data.sentence_task, tokenizer,
                                     self.stats, slot=len(self.streams)))
     self.step = 0
-    self.workers = Workers(self.streams, workers) if workers else None
+    self.workers = Workers(self.streams, workers, len(self.shards)) if workers else None
     self.workers_started = False
     for stream in self.streams:
       stream.workers = self.workers
