@@ -169,3 +169,20 @@ class Writer:
       self.pending.truncate()
 
   close = flush  # nothing stays open between flushes
+
+
+def tensorboard_scalars(workdir) -> tuple:
+  """(the wall time of the run's first event, {tag: [(wall time, step, value)]}) from all of a run's TensorBoard
+  files (a resumed run writes one more), read by TensorBoard's own reader; a bucket's files are read through a local
+  copy (the reader opens local paths)."""
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+  series, start = {}, None
+  for path in sorted((paths.path(workdir) / 'tensorboard').glob('events.out.tfevents.*')):
+    with paths.local_copy(path) as local:
+      events = EventAccumulator(local, size_guidance={'scalars': 0})
+      events.Reload()
+    first = events.FirstEventTimestamp()
+    start = first if start is None else min(start, first)
+    for tag in events.Tags()['scalars']:
+      series.setdefault(tag, []).extend((e.wall_time, e.step, e.value) for e in events.Scalars(tag))
+  return start, series

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from albert_jax import finetune, interop, paths, sharding
+from albert_jax.metrics import tensorboard_scalars  # noqa: F401  (the benches read runs' scalars from here)
 from albert_jax import step as step_lib
 from albert_jax.config import from_file, validate_finetune
 from albert_jax.model import RUNTIME_FIELDS, ModelConfig
@@ -245,18 +246,3 @@ def perfetto_events(directory) -> tuple:
   with gzip.open(found[-1].open('rb')) as f:
     data = json.load(f)
   return found[-1], data['traceEvents'] if isinstance(data, dict) else data
-
-
-def tensorboard_scalars(workdir) -> tuple:
-  """(the wall time of the run's first event, {tag: [(wall time, step, value)]}) from all of a run's TensorBoard
-  files (a resumed run writes one more), read by TensorBoard's own reader."""
-  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-  series, start = {}, None
-  for path in sorted((paths.path(workdir) / 'tensorboard').glob('events.out.tfevents.*')):
-    events = EventAccumulator(str(path), size_guidance={'scalars': 0})
-    events.Reload()
-    first = events.FirstEventTimestamp()
-    start = first if start is None else min(start, first)
-    for tag in events.Tags()['scalars']:
-      series.setdefault(tag, []).extend((e.wall_time, e.step, e.value) for e in events.Scalars(tag))
-  return start, series

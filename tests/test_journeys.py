@@ -435,17 +435,20 @@ def test_every_pod_training_command_shown_fits_its_slice():
 
 
 def test_reproduce_the_papers_tables(tmp_path, tiny_config):
-  [table4] = command_block('../README.md', under="## Reproduce the paper's tables")
-  assert tool(table4) == 'launch.sweep' and '--sweep=configs/sweeps/table4_embedding.py' in table4
+  """The README's table, Table 10 in miniature, shrunk further to the tiny config: its two depths, and the report
+  with each run's paper setting and figures beside ours."""
+  [table] = command_block('../README.md', under="## Reproduce the paper's tables")
+  assert tool(table) == 'launch.sweep' and '--sweep=configs/sweeps/table10_depth.py' in table and '--miniature' in table
   here = {'/tmp/': f'{tmp_path}/'}
-  shrink = ['--config.data.max_seq_length=64', '--config.train.batch_size=8', '--config.train.num_steps=4',
-            '--config.train.warmup_steps=1', '--config.train.eval_every=4', '--config.train.checkpoint_every=4',
-            '--config.train.eval_batches=1', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}']
-  out = run(substitute(table4, here), *shrink)
-  assert out.count('python -m albert_jax.train') == 4  # E 8, 16, 32 and 64, one after another
-  run(substitute(table4, here), '--report')  # as docs/sweeps.md shows: the table and the plot of what finished
-  report = (tmp_path / 'table4' / 'report.md').read_text()
-  rows = [line for line in report.splitlines() if line.startswith('| embedding_size=')]
-  assert [row.split(' | ')[0] for row in rows] == [f'| embedding_size={e}' for e in (8, 16, 32, 64)]
-  assert '79.8' in rows[0] and '80.1' in rows[1]  # the paper's Avg beside ours
-  assert (tmp_path / 'table4' / 'report.png').read_bytes()[:4] == b'\x89PNG'
+  shrink = ['--config=configs/tiny.py', '--config.data.max_seq_length=64', '--config.train.batch_size=8',
+            '--config.train.num_steps=4', '--config.train.warmup_steps=1', '--config.train.eval_every=4',
+            '--config.train.checkpoint_every=4', '--config.train.eval_batches=1',
+            f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}']
+  out = run(substitute(table, here), *shrink)
+  assert out.count('python -m albert_jax.train') == 2  # 4 and 8 layers (the paper's 12 and 24), one after another
+  run(substitute(table, here), '--report')  # as the page shows: the table of what finished
+  report = (tmp_path / 'table10' / 'report.md').read_text()
+  rows = [line for line in report.splitlines() if line.startswith('| num_layers=')]
+  assert [row.split(' | ')[0] for row in rows] == ['| num_layers=4', '| num_layers=8']
+  assert all('| 88.7 |' in row for row in rows) and 'num_layers=12' in rows[0] and 'num_layers=24' in rows[1]
+  assert (tmp_path / 'table10' / 'report.png').read_bytes()[:4] == b'\x89PNG'
