@@ -74,6 +74,20 @@ def evaluate(program, params, features: dict, batch_size: int, fixed: tuple, mes
   return in_order
 
 
+def save_outputs(file, outputs: dict, features: dict) -> None:
+  """The best checkpoint's raw outputs on a split (logits, span scores), what `albert_jax.ensemble` combines, with a
+  digest of the split's input pieces: members are combined only over the same features."""
+  import io
+  buffer = io.BytesIO()
+  np.savez(buffer, **outputs, features_digest=np.array(features_digest(features)))
+  paths.path(file).write_bytes(buffer.getvalue())
+
+
+def features_digest(features: dict) -> str:
+  import hashlib
+  return hashlib.sha256(np.ascontiguousarray(features['input_ids']).tobytes()).hexdigest()
+
+
 def random_init_flags(pretrained: dict) -> list:
   """The control of a pretrained checkpoint: the flags that make init 'none' (random weights) the shape of the
   checkpoint whose config.json is `pretrained`, with its vocabulary; runtime settings such as dropout come from the
@@ -244,6 +258,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       predictions.mkdir(parents=True, exist_ok=True)
       for name, text in task.prediction_files(outputs, examples, split, leaderboard_file).items():
         (predictions / name).write_text(text)
+      save_outputs(predictions / f'outputs-{split}.npz', outputs, features[split])
   result.update({f'{split_prefix(split)}majority': rate for split, rate in majority.items()})
   result['score'] = result[task.metric] / task.scale
   if host == 0:

@@ -199,7 +199,14 @@ def test_each_task_family_fine_tunes_end_to_end(task, tiny_config, builtin_token
            'mnli': {'dev.tsv', 'dev_mismatched.tsv', 'MNLI-m.tsv', 'MNLI-mm.tsv', 'AX.tsv'},
            'race': {'dev.tsv', 'test.tsv'}, 'squad_v1': {'dev_predictions.json'},
            'squad_v2': {'dev_predictions.json', 'dev_null_odds.json'}}[name]
-  assert {p.name for p in (tmp_path / 'run' / 'predictions').iterdir()} == files
+  assert {p.name for p in (tmp_path / 'run' / 'predictions').iterdir() if not p.name.startswith('outputs-')} == files
+  # Its raw outputs are kept for ensembles: one member combined alone, or twice with itself, scores as it did.
+  from albert_jax import ensemble
+  for members in ([tmp_path / 'run'], [tmp_path / 'run'] * 2):
+    combined = ensemble.ensemble([str(m) for m in members], len(members), str(tmp_path / f'ensemble{len(members)}'))
+    for key in expected:
+      assert combined[key] == pytest.approx(result[key], abs=1e-9), (key, len(members))
+    assert {p.name for p in (tmp_path / f'ensemble{len(members)}' / 'predictions').iterdir()} == files
 
 
 def test_bad_setups_fail_before_training(tiny_config, builtin_tokenizer, tmp_path):

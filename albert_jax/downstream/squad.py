@@ -294,8 +294,11 @@ class SquadTask:
     return {k: getattr(out, k) for k in ('start_top_log_probs', 'start_top_index', 'end_top_log_probs',
                                          'end_top_index', 'cls_logits')}
 
-  def _candidates(self, outputs: dict, i: int) -> list:
-    """(score, start, end) piece positions proposed by feature i (the original's n-best / beam)."""
+  def candidates(self, outputs: dict, i: int) -> list:
+    """(score, start, end) piece positions proposed by feature i (the original's n-best / beam; an ensemble's
+    pooled proposals, albert_jax/ensemble.py, as they are)."""
+    if 'candidates' in outputs:
+      return outputs['candidates'][i]
     if self.version == 'v1.1':
       start, end = outputs['start_logits'][i], outputs['end_logits'][i]
       best = lambda x: np.argsort(-x, kind='stable')[:self.n_best_size]
@@ -312,7 +315,7 @@ class SquadTask:
       q = questions[q_index]
       if self.version == 'v2.0':
         null[q.qid] = min(null.get(q.qid, np.inf), float(outputs['cls_logits'][i]))
-      for score, s, e in self._candidates(outputs, i):
+      for score, s, e in self.candidates(outputs, i):
         s, e = int(s) - offset, int(e) - offset
         if not (0 <= s < len(starts) and 0 <= e < len(starts)) or e < s or e - s + 1 > self.max_answer_length \
             or not is_max[s]:
