@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 
-from albert_jax import failures, metrics, paths, stats
+from albert_jax import failures, goodput, metrics, paths, stats
 from launch import tpu
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -292,13 +292,14 @@ def equal_time_steps(sweep: dict, runs: list, root: paths.Path, hours: float, tr
   for overrides, branch in runs:
     name = run_name(overrides, branch)
     record = root / name / 'equal_time.json'
-    if branch:  # a branch goes on from its source's step, at the source's pace: the source's budget
+    if branch:  # a branch goes on from its source's step to the source's end (its source comes first)
+      steps[name] = steps[branch[0]]
       continue
     if not record.exists():
       probe = root / name / 'probe'
       train_probe({**overrides, 'train.num_steps': PROBE_STEPS, 'train.warmup_steps': 1, 'train.log_every': 1,
                    'train.eval_every': PROBE_STEPS, 'train.checkpoint_every': PROBE_STEPS}, probe)
-      rates = [value for _, step, value in metrics.tensorboard_scalars(probe)[1].get('steps_per_sec', [])]
+      rates = [value for _, _, value in metrics.tensorboard_scalars(probe)[1].get('steps_per_sec', [])]
       if not rates:
         raise SystemExit(f'{name}: its probe of {PROBE_STEPS} steps logged no steps/s; see {probe}')
       rate = statistics.median(rates)
@@ -361,7 +362,6 @@ def collect(sweep: dict, runs: list, root: paths.Path) -> list:
 def pace(workdir: paths.Path, result: dict) -> dict:
   """A finished run's steps, its training hours (the goodput record's wall time over all its starts) and its
   steps/s: the median of its logged windows, each after the first step of a start (compilation left out)."""
-  from albert_jax import goodput
   out = {'steps': result['step'], 'hours': goodput.account(goodput.read(workdir))['wall'] / 3600}
   rates = [value for _, _, value in metrics.tensorboard_scalars(workdir)[1].get('steps_per_sec', [])]
   if rates:
