@@ -66,9 +66,7 @@ def combine(task, outputs: list) -> dict:
     if task.version == 'v1.1':
       return {k: np.mean([o[k] for o in outputs], axis=0) for k in ('start_logits', 'end_logits')}
     return pooled_spans(task, outputs)
-  if isinstance(task, race.RaceTask):
-    return {'logits': np.mean([o['logits'] for o in outputs], axis=0)}
-  if task.labels is None:  # STS-B's regression: the values
+  if isinstance(task, race.RaceTask) or task.labels is None:  # RACE's choice scores; STS-B's regression values
     return {'logits': np.mean([o['logits'] for o in outputs], axis=0)}
   return {'logits': np.log(np.mean([softmax(o['logits'].astype(np.float64)) for o in outputs], axis=0))}
 

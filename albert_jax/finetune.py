@@ -10,6 +10,8 @@ best is restored, scored on every dev split, and its predictions written in the 
 the workdir and the task's data may be local or in a bucket (gs://).
 Reads top to bottom like train.py, whose machinery it uses: mesh, compiled steps, checkpoints, progress, metrics.
 """
+import hashlib
+import io
 import json
 import sys
 
@@ -77,14 +79,12 @@ def evaluate(program, params, features: dict, batch_size: int, fixed: tuple, mes
 def save_outputs(file, outputs: dict, features: dict) -> None:
   """The best checkpoint's raw outputs on a split (logits, span scores), what `albert_jax.ensemble` combines, with a
   digest of the split's input pieces: members are combined only over the same features."""
-  import io
   buffer = io.BytesIO()
   np.savez(buffer, **outputs, features_digest=np.array(features_digest(features)))
   paths.path(file).write_bytes(buffer.getvalue())
 
 
 def features_digest(features: dict) -> str:
-  import hashlib
   return hashlib.sha256(np.ascontiguousarray(features['input_ids']).tobytes()).hexdigest()
 
 

@@ -173,6 +173,12 @@ def config_file(sweep: dict, overrides: dict) -> str:
   return overrides.get('config', sweep['config'])
 
 
+def run_flags(sweep: dict, overrides: dict, workdir) -> list:
+  """What a run's training (and its follow-up evaluations) is given: its config, workdir and overrides."""
+  return [f'--config={config_file(sweep, overrides)}', f'--workdir={workdir}', *flags(sweep['fixed']),
+          *flags(overrides)]
+
+
 def finished(workdir: paths.Path, what: str) -> bool:
   """Training is finished when it wrote result.json (a run stopped by SIGTERM exits 0 without one); an evaluation
   when its file is of the same step as that result."""
@@ -191,8 +197,7 @@ def run_local(sweep: dict, runs: list, root: paths.Path, dry_run: bool, steps: d
   for i, (overrides, branch) in enumerate(runs):
     name = run_name(overrides, branch)
     workdir = root / name
-    common = [f'--config={config_file(sweep, overrides)}', f'--workdir={workdir}', *flags(sweep['fixed']),
-              *flags(overrides), *flags({'train.num_steps': steps[name]} if name in steps else {})]
+    common = run_flags(sweep, overrides, workdir) + flags({'train.num_steps': steps[name]} if name in steps else {})
     commands = [('train', [sys.executable, '-m', 'albert_jax.train', *common])]
     commands += [(f'eval-{extra.get("data.sentence_task", j)}', [sys.executable, '-m', 'albert_jax.evaluate',
                                                                   *common, *flags(extra)])
@@ -225,8 +230,7 @@ def run_local(sweep: dict, runs: list, root: paths.Path, dry_run: bool, steps: d
 def train_here(sweep: dict, overrides: dict, workdir: paths.Path) -> None:
   """One training run of the sweep's on this machine (an equal-time probe), its console in WORKDIR.log."""
   workdir.parent.mkdir(parents=True, exist_ok=True)
-  argv = [sys.executable, '-m', 'albert_jax.train', f'--config={config_file(sweep, overrides)}', f'--workdir={workdir}',
-          *flags(sweep['fixed']), *flags(overrides)]
+  argv = [sys.executable, '-m', 'albert_jax.train', *run_flags(sweep, overrides, workdir)]
   print(f'    probe: {" ".join(argv)}', flush=True)
   if run_logged(argv, workdir.parent / f'{workdir.name}.log').returncode:
     raise SystemExit(f'{workdir.parent.name}: its probe failed; see {workdir.parent}/{workdir.name}.log')
@@ -299,10 +303,9 @@ def equal_time_steps(sweep: dict, runs: list, root: paths.Path, hours: float, tr
       probe = root / name / 'probe'
       train_probe({**overrides, 'train.num_steps': PROBE_STEPS, 'train.warmup_steps': 1, 'train.log_every': 1,
                    'train.eval_every': PROBE_STEPS, 'train.checkpoint_every': PROBE_STEPS}, probe)
-      rates = [value for _, _, value in metrics.tensorboard_scalars(probe)[1].get('steps_per_sec', [])]
-      if not rates:
+      rate = step_rate(probe)
+      if rate is None:
         raise SystemExit(f'{name}: its probe of {PROBE_STEPS} steps logged no steps/s; see {probe}')
-      rate = statistics.median(rates)
       record.write_text(json.dumps({'hours': hours, 'steps_per_s': rate, 'num_steps': fill(hours, rate),
                                     'probe_steps': PROBE_STEPS}, indent=1) + '\n')
     kept = json.loads(record.read_text())
@@ -363,10 +366,17 @@ def pace(workdir: paths.Path, result: dict) -> dict:
   """A finished run's steps, its training hours (the goodput record's wall time over all its starts) and its
   steps/s: the median of its logged windows, each after the first step of a start (compilation left out)."""
   out = {'steps': result['step'], 'hours': goodput.account(goodput.read(workdir))['wall'] / 3600}
-  rates = [value for _, _, value in metrics.tensorboard_scalars(workdir)[1].get('steps_per_sec', [])]
-  if rates:
-    out['steps_per_s'] = statistics.median(rates)
+  rate = step_rate(workdir)
+  if rate is not None:
+    out['steps_per_s'] = rate
   return out
+
+
+def step_rate(workdir: paths.Path):
+  """A run's training steps/s: the median of its logged windows (each after a start's first step, so compilation
+  is left out), from its TensorBoard files; None where it logged none."""
+  rates = [value for _, _, value in metrics.tensorboard_scalars(workdir)[1].get('steps_per_sec', [])]
+  return statistics.median(rates) if rates else None
 
 
 def mean_and_error(column: str, values: list) -> dict:
