@@ -82,6 +82,14 @@ def pooled_spans(task, outputs: list) -> dict:
   return {'candidates': candidates, 'cls_logits': np.mean([o['cls_logits'] for o in outputs], axis=0)}
 
 
+def accuracy_gain(combined: dict, best: dict, gold: np.ndarray, prefix: str) -> dict:
+  """The ensemble's accuracy less its best member's on the same examples, with the standard error of that paired
+  difference: whether the gain is more than which examples the dev set happens to hold."""
+  gain = ((combined['logits'].argmax(-1) == gold).astype(np.float64) - (best['logits'].argmax(-1) == gold))
+  return {f'{prefix}accuracy_gain': float(gain.mean()),
+          f'{prefix}accuracy_gain_se': float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else 0.0}
+
+
 def ensemble(member_dirs: list, top_k: int, workdir: str) -> dict:
   runs = [read_member(m) for m in member_dirs]
   tasks = {(r['config']['task']['name'], r['config']['task']['data'], r['config']['task']['max_seq_length'])
@@ -108,7 +116,10 @@ def ensemble(member_dirs: list, top_k: int, workdir: str) -> dict:
                         f'task setting): ensemble members fine-tuned from one vocabulary with one config.')
     combined = combine(task, [o for o, _ in loaded])
     if split.startswith('dev'):
-      result.update(task.score(combined, examples, features, split, finetune.split_prefix(split)))
+      prefix = finetune.split_prefix(split)
+      result.update(task.score(combined, examples, features, split, prefix))
+      if 'logits' in combined and features['label_ids'].dtype.kind == 'i':  # a choice per example
+        result.update(accuracy_gain(combined, loaded[0][0], features['label_ids'], prefix))
     (out_dir / 'predictions').mkdir(parents=True, exist_ok=True)
     for name, text in task.prediction_files(combined, examples, split, leaderboard_file).items():
       (out_dir / 'predictions' / name).write_text(text)
@@ -135,6 +146,9 @@ def main(argv=None) -> int:
   print(f'ensemble of the best {chosen} ({result["metric"]}, dev): {result["score"]:.4f}, the best member '
         f'{result["best_member_score"]:.4f} ({result["score"] - result["best_member_score"]:+.4f}); '
         f'{args.workdir}/result.json, predictions in {args.workdir}/predictions')
+  for key in sorted(k for k in result if k.endswith('accuracy_gain')):
+    print(f'{key[:-len("_gain")]}: the ensemble {result[key]:+.4f} over the best member on the same examples '
+          f'(paired standard error {result[key + "_se"]:.4f})')
   return 0
 
 

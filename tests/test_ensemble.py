@@ -2,6 +2,7 @@
 hand; the best members chosen by dev score; a member over other features refused in one line."""
 import io
 import json
+import statistics
 
 import numpy as np
 import pytest
@@ -117,5 +118,10 @@ def test_a_builtin_ensemble_of_two_seeds_scores_its_averaged_probabilities(tiny_
   gold = np.array([task.labels.index(e.label) for e in task.splits()['dev'][0]])
   assert result['eval_accuracy'] == pytest.approx(np.mean(probabilities.argmax(-1) == gold))
   assert result['best_member_score'] == best[0][0]['score']
+  # The gain over the best member, paired on the same examples (statistics' stdev: n - 1 in the denominator).
+  gain = [int(e == g) - int(b == g) for e, b, g in zip(probabilities.argmax(-1), outputs[0].argmax(-1), gold)]
+  assert result['eval_accuracy_gain'] == pytest.approx(sum(gain) / len(gain))
+  assert result['eval_accuracy_gain_se'] == pytest.approx(statistics.stdev(gain) / len(gain) ** 0.5)
   out = capsys.readouterr().out
   assert f'ensemble of the best 2 (eval_accuracy, dev): {result["score"]:.4f}, the best member' in out
+  assert f'(paired standard error {result["eval_accuracy_gain_se"]:.4f})' in out
