@@ -20,7 +20,7 @@ import sys
 import ml_collections
 import numpy as np
 
-from albert_jax import finetune, paths, pretrained
+from albert_jax import finetune, paths, pretrained, stats
 from albert_jax.downstream import race, squad
 from albert_jax.errors import ConfigError
 
@@ -86,8 +86,8 @@ def accuracy_gain(combined: dict, best: dict, gold: np.ndarray, prefix: str) -> 
   """The ensemble's accuracy less its best member's on the same examples, with the standard error of that paired
   difference: whether the gain is more than which examples the dev set happens to hold."""
   gain = ((combined['logits'].argmax(-1) == gold).astype(np.float64) - (best['logits'].argmax(-1) == gold))
-  return {f'{prefix}accuracy_gain': float(gain.mean()),
-          f'{prefix}accuracy_gain_se': float(gain.std(ddof=1) / np.sqrt(len(gain))) if len(gain) > 1 else 0.0}
+  mean, se = stats.mean_and_se(gain)
+  return {f'{prefix}accuracy_gain': mean, f'{prefix}accuracy_gain_se': se or 0.0}
 
 
 def ensemble(member_dirs: list, top_k: int, workdir: str) -> dict:

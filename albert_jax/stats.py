@@ -16,6 +16,12 @@ def mean_and_se(values: Sequence[float]) -> tuple:
   return mean, (float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None)
 
 
+def proportion_se(p: float, n: int) -> float:
+  """The standard error of an accuracy p measured on n items taken as independent draws: sqrt(p(1-p)/n). Masked
+  pieces of one sequence are not quite independent (a span's pieces), so for MLM accuracy it is a lower bound."""
+  return math.sqrt(p * (1 - p) / n)
+
+
 def paired_bootstrap(difference: Callable[[np.ndarray], float], n: int, draws: int = 10_000,
                      seed: int = 0) -> dict:
   """A difference of two systems scored on the same n examples, `difference(rows)` computing it on the examples

@@ -333,6 +333,8 @@ def collect(sweep: dict, runs: list, root: paths.Path) -> list:
         row.update(pace(workdir, result))
       row.update({f'{k}_majority': result[k.replace('accuracy', 'majority')] for k in METRICS
                   if k.endswith('accuracy') and k.replace('accuracy', 'majority') in result})
+      row.update({f'{k}_count': result[k.replace('accuracy', 'count')] for k in METRICS
+                  if k.endswith('accuracy') and result.get(k.replace('accuracy', 'count'))})
     for extra in sweep['evaluate']:
       task = extra.get('data.sentence_task')
       path = workdir / f'eval-{task}.json'
@@ -433,7 +435,8 @@ def report(sweep: dict, runs: list, root: paths.Path) -> str:
 
 
 def cell(row: dict, column: str) -> str:
-  """A report cell: the figure, with its majority rate, or the standard error over the seeds."""
+  """A report cell: the figure, with its majority rate, and the standard error over the seeds (or, for one run's
+  held-out accuracy, that of its count of held-out items)."""
   if column in ('steps', 'hours', 'steps_per_s', 'speedup'):
     return {'steps': f'{row[column]:,}', 'hours': f'{row[column]:.2f}', 'steps_per_s': f'{row[column]:.3g}',
             'speedup': f'{row[column]:.2f}x'}[column]
@@ -442,6 +445,8 @@ def cell(row: dict, column: str) -> str:
     text += f' (majority {row[column + "_majority"]:.3f})'
   if column + '_se' in row:
     text += f' ± {row[column + "_se"]:.4f} ({row[column + "_n"]} seeds)'
+  elif column + '_count' in row:  # one run: the held-out set's sampling error, for comparing runs on it
+    text += f' ± {stats.proportion_se(row[column], row[column + "_count"]):.4f}'
   return text
 
 

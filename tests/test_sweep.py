@@ -130,10 +130,16 @@ def test_local_sweep_runs_evaluates_and_reports(tiny_config, builtin_tokenizer, 
   table = (root / 'report.md').read_text().splitlines()
   assert table[0] == ('| run | eval_mlm_accuracy | eval_sop_accuracy | eval_swap_accuracy | eval_random_accuracy '
                       '| eval_mlm_loss | nsp_accuracy | nsp_mlm_accuracy | finetune_builtin | finetune_average |')
-  assert table[2].startswith(f'| sentence_task=none | {none["eval_mlm_accuracy"]:.4f} | n/a | '), table[2]
-  assert table[3].startswith('| sentence_task=nsp | ' + f'{result["eval_mlm_accuracy"]:.4f} | '
-                             f'{result["eval_sop_accuracy"]:.4f} (majority {result["eval_sop_majority"]:.3f}) | '
-                             f'{result["eval_swap_accuracy"]:.4f} (majority 0.500) |')
+  # One run's held-out accuracy carries the binomial standard error of its count: sqrt(p (1 - p) / n).
+  def se(r, name):
+    p, n = r[f'eval_{name}_accuracy'], r[f'eval_{name}_count']
+    return f'{(p * (1 - p) / n) ** 0.5:.4f}'
+  assert table[2].startswith(f'| sentence_task=none | {none["eval_mlm_accuracy"]:.4f} ± {se(none, "mlm")} | n/a | '), \
+      table[2]
+  assert table[3].startswith('| sentence_task=nsp | ' + f'{result["eval_mlm_accuracy"]:.4f} ± {se(result, "mlm")} | '
+                             f'{result["eval_sop_accuracy"]:.4f} (majority {result["eval_sop_majority"]:.3f}) ± '
+                             f'{se(result, "sop")} | {result["eval_swap_accuracy"]:.4f} (majority 0.500) ± '
+                             f'{se(result, "swap")} |'), table[3]
   # A loss has no majority rate; the follow-up evaluation's MLM is the nsp run's own (same held-out instances).
   assert f'| {result["eval_mlm_loss"]:.4f} | {result["eval_sop_accuracy"]:.4f} (majority ' \
          f'{result["eval_sop_majority"]:.3f}) | {result["eval_mlm_accuracy"]:.4f} |' in table[3], table[3]
