@@ -13,7 +13,7 @@ import ml_collections
 from absl import app, flags, logging
 
 from albert_jax import cpu_allocator, failures
-from albert_jax.errors import ConfigError
+from albert_jax.errors import ConfigError, RunError
 from albert_jax.model import ModelConfig
 
 
@@ -98,6 +98,7 @@ def defaults() -> ml_collections.ConfigDict:
   # (pseudo-log-likelihood; python -m albert_jax.blimp scores them all). None: off.
   config.train.blimp = ml_collections.config_dict.placeholder(str)
   config.train.blimp_pairs = 40
+  add_profiling(config.train)
 
   # Device mesh: one axis may be -1 (the rest of the devices). Pure data parallelism by default.
   config.mesh = ml_collections.ConfigDict()
@@ -108,6 +109,18 @@ def defaults() -> ml_collections.ConfigDict:
   # cross slices; data, fsdp and model above are per slice.
   config.mesh.dcn_data = 1
   return config
+
+
+def add_profiling(train: ml_collections.ConfigDict) -> None:
+  """Profiles (albert_jax/profiling.py), the same for pretraining and fine-tuning: a trace of profile_steps steps
+  from step profile_from under WORKDIR/profiles (0: none; never a start's first step, which may compile; cut short
+  before an evaluation or checkpoint save unless profile_saves), on host 0 or on 'all' hosts; and a profiler server
+  on profiler_port (0: none) to capture from on demand (launch.tpu profile)."""
+  train.profile_steps = 0
+  train.profile_from = 10
+  train.profile_hosts = 'first'
+  train.profile_saves = False
+  train.profiler_port = 0
 
 
 def finetune_defaults() -> ml_collections.ConfigDict:
@@ -155,6 +168,7 @@ def finetune_defaults() -> ml_collections.ConfigDict:
   # Every checkpoint is evaluated on dev and the best one kept, as the original's model.ckpt-best.
   config.train.checkpoint_every = 100
   config.train.keep_checkpoints = 2  # the latest ones, besides the best
+  add_profiling(config.train)
   config.mesh = base.mesh
   return config
 
@@ -223,6 +237,11 @@ def _check_train(train: ml_collections.ConfigDict, positive: tuple) -> None:
     if not isinstance(train[name], int) or train[name] < 1:
       raise ConfigError(f'config.train.{name} must be a positive whole number'
                         f'{" or auto" if name == "grad_accum_steps" else ""}, got {train[name]!r}.')
+  if train.profile_steps < 0 or train.profile_from < 1 or train.profile_hosts not in ('first', 'all') or not (
+      0 <= train.profiler_port < 65536):
+    raise ConfigError(f'config.train: profile_steps must be 0 (no trace) or a count, profile_from a step from 1, '
+                      f"profile_hosts 'first' or 'all', profiler_port 0 (none) or a port; got {train.profile_steps}, "
+                      f'{train.profile_from}, {train.profile_hosts!r}, {train.profiler_port}.')
   if train.optimizer not in ('lamb', 'adamw'):
     raise ConfigError(f"config.train.optimizer {train.optimizer!r}: expected 'lamb' or 'adamw'.")
   if not 0 <= train.warmup_steps < train.num_steps or train.learning_rate <= 0:
@@ -278,6 +297,9 @@ def run_cli(main) -> None:
       return main(argv)
     except ConfigError as e:
       fail(e)
+    except RunError as e:
+      print(f'error: {e}', file=sys.stderr, flush=True)
+      sys.exit(1)
     except Exception as e:  # pylint: disable=broad-except
       reason = failures.transient(e)
       if reason is None:  # a bug: its traceback

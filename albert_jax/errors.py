@@ -10,3 +10,8 @@ class ConfigError(ValueError):
 
 class CheckpointError(ConfigError):
   """A checkpoint that cannot be read or does not fit the model; the message names the file and the fix."""
+
+
+class RunError(RuntimeError):
+  """A run that cannot go on for a reason that is not the user's input, told in one line (what happened, what was
+  kept, what to do): the command-line tools print it alone and exit with status 1."""

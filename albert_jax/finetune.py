@@ -22,7 +22,7 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import checkpoint, failures, interop, metrics, paths, pretrained, run, sharding
+from albert_jax import checkpoint, failures, interop, metrics, paths, pretrained, profiling, run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate_finetune
 from albert_jax.downstream import Task, builtin, glue, heads, lengths, race, squad
@@ -210,15 +210,20 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       f'{dict(mesh.shape)}, {hosts} host(s); best checkpoint by dev {task.metric}; batches padded to '
       f'{", ".join(map(str, sorted(train_steps)))} of {max_length} positions'
       + (', grouped by length' if config.task.group_by_length else ''))
+  profile = profiling.Window(config.train, workdir, first_step, say, saves_after=lambda s: s == config.train.num_steps
+                             or s % config.train.checkpoint_every == 0)
+  program_settings = {'model.remat': (config.model.remat, True),
+                      'train.grad_accum_steps': (config.train.grad_accum_steps, True)}
   step = first_step
   while step < config.train.num_steps:
     rows, length = batches(step)
     batch = lengths.cut({k: v[rows] for k, v in features['train'].items()}, length, max_length)
-    with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-      state, step_metrics = train_steps[length](state, sharding.global_batch(batch, mesh))
-    loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts, flops_per_step[length])
-    step += 1
-    step_metrics = jax.device_get(step_metrics)
+    with profile.guard(step + 1, program_settings):
+      with jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+        state, step_metrics = train_steps[length](state, sharding.global_batch(batch, mesh))
+      loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts, flops_per_step[length])
+      step += 1
+      step_metrics = jax.device_get(step_metrics)
     loop.check_finite(step, step_metrics, checkpoints, 'lower train.learning_rate')
     step_metrics.pop('sums')
     if step % config.train.log_every == 0 or step == config.train.num_steps:

@@ -23,8 +23,8 @@ import numpy as np
 from absl import flags
 from ml_collections import config_flags
 
-from albert_jax import accelerators, blimp, checkpoint, failures, fit, goodput, metrics, paths, pretrained, run
-from albert_jax import sharding
+from albert_jax import accelerators, blimp, checkpoint, failures, fit, goodput, metrics, paths, pretrained, profiling
+from albert_jax import run, sharding
 from albert_jax import step as step_lib
 from albert_jax.config import run_cli, validate
 from albert_jax.data import pipeline as pipeline_lib
@@ -179,23 +179,30 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   # loop.finish gives it back.
   gc.collect()
   gc.freeze()
+  profile = profiling.Window(
+      config.train, workdir, first_step, say, saves_after=lambda s: s == config.train.num_steps or not (
+          s % config.train.eval_every and s % config.train.checkpoint_every))
+  remat_auto, microbatches_auto = fit.autos(given)
+  program_settings = {'model.remat': (config.model.remat, not remat_auto),
+                      'train.grad_accum_steps': (config.train.grad_accum_steps, not microbatches_auto)}
   step = first_step
   clock.loop_begins()
   with clock.phase('input'):
     batch = train_data.next_batch() if step < config.train.num_steps else None
   while step < config.train.num_steps:
-    with clock.phase('steps'), jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
-      state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
-    # Tokens: this host's real (unpadded) count times the hosts, without a collective per step.
-    loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
-    step += 1
-    data_state = train_data.state()  # the state that produces the *next* batch: saved with this step
-    with clock.phase('input') as making:  # overlaps the device's work
-      batch = train_data.next_batch() if step < config.train.num_steps else None
-    if not step_metrics['loss'].is_ready():  # the device was busy all along: that was step time, not waiting
-      clock.overlapped(making.seconds)
-    with clock.phase('steps'):
-      step_metrics = jax.device_get(step_metrics)
+    with profile.guard(step + 1, program_settings):
+      with clock.phase('steps'), jax.set_mesh(mesh), nn.logical_axis_rules(sharding.RULES):
+        state, step_metrics = train_step(state, sharding.global_batch(batch, mesh))
+      # Tokens: this host's real (unpadded) count times the hosts, without a collective per step.
+      loop.progress.add(config.train.batch_size, int(batch['input_mask'].sum()) * hosts)
+      step += 1
+      data_state = train_data.state()  # the state that produces the *next* batch: saved with this step
+      with clock.phase('input') as making:  # overlaps the device's work
+        batch = train_data.next_batch() if step < config.train.num_steps else None
+      if not step_metrics['loss'].is_ready():  # the device was busy all along: that was step time, not waiting
+        clock.overlapped(making.seconds)
+      with clock.phase('steps'):
+        step_metrics = jax.device_get(step_metrics)
     clock.step_done(step)
     loop.check_finite(step, step_metrics, checkpoints, 'lower train.learning_rate or raise train.warmup_steps',
                       close=[train_data])

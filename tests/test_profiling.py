@@ -1,0 +1,109 @@
+"""albert_jax/profiling.py: a traced window of training steps, read back by JAX's own reader of the profiler's
+format; a capture from a running process; a step out of device memory leaving its memory profile."""
+import glob
+import gzip
+import json
+
+import jax
+import pytest
+
+from albert_jax import train
+from test_train import small
+
+
+def trace_events(xplane: str) -> list:
+  """(line, event name, stats) of every event on the host plane of a trace (jaxlib's reader of XProf's format)."""
+  host = jax.profiler.ProfileData.from_file(xplane).find_plane_with_name('/host:CPU')
+  return [(line.name, event.name, dict(event.stats)) for line in host.lines for event in line.events]
+
+
+def test_a_window_of_steps_is_traced_and_cut_before_a_save(tiny_config, builtin_tokenizer, tmp_path, capsys):
+  """profile_steps 3 from step 2, with a checkpoint and an evaluation at step 3: steps 2 and 3 are traced (the save
+  is not), each marked as a step, with the compiled train step's ops; Perfetto's file beside XProf's."""
+  config = small(tiny_config, profile_steps=3, profile_from=2, num_steps=6)
+  train.train_and_evaluate(config, tmp_path, devices=jax.devices()[:1])
+  out = capsys.readouterr().out
+  folder, = glob.glob(f'{tmp_path}/profiles/plugins/profile/*')
+  assert f'profile of steps 2-3 (host 0): {folder}; open it: pip install xprof && xprof --logdir={tmp_path}/profiles' in out
+  xplane, = glob.glob(f'{folder}/*.xplane.pb')
+  events = trace_events(xplane)
+  assert [stats['step_num'] for _, name, stats in events if name == 'train'] == [2, 3]
+  assert any(name == 'PjitFunction(jit(train_step))' for _, name, _ in events)
+  # The devices' ops are the train step's alone: the evaluation and the save at step 3 came after the trace.
+  modules = {stats['hlo_module'] for _, _, stats in events if 'hlo_module' in stats}
+  assert modules == {'jit_train_step'}
+  ops = {name for _, name, stats in events if stats.get('hlo_module') == 'jit_train_step'}
+  assert any(op.startswith(('dot', 'ynn_fusion')) for op in ops), sorted(ops)[:20]  # its matrix products
+  perfetto = json.load(gzip.open(f'{folder}/perfetto_trace.json.gz'))
+  assert 'PjitFunction(jit(train_step))' in {e.get('name') for e in perfetto['traceEvents']}
+
+
+def varint(data: bytes, i: int) -> tuple:
+  value = shift = 0
+  while True:
+    value, shift, i = value | (data[i] & 0x7f) << shift, shift + 7, i + 1
+    if data[i - 1] < 0x80:
+      return value, i
+
+
+def protobuf_fields(data: bytes):
+  """(field number, value) of a protobuf message, read by hand (an independent reader of pprof's Profile)."""
+  i = 0
+  while i < len(data):
+    key, i = varint(data, i)
+    if key & 7 == 0:
+      value, i = varint(data, i)
+    elif key & 7 == 2:
+      size, i = varint(data, i)
+      value, i = data[i:i + size], i + size
+    else:
+      size = 8 if key & 7 == 1 else 4
+      value, i = data[i:i + size], i + size
+    yield key >> 3, value
+
+
+def buffer_bytes(profile: bytes) -> list:
+  """The bytes of each live buffer in a device memory profile (pprof: samples of [allocations, bytes], each
+  labelled kind=buffer or kind=executable)."""
+  fields = list(protobuf_fields(gzip.decompress(profile)))
+  strings = [value.decode() for number, value in fields if number == 6]  # the string table
+  found = []
+  for sample in (value for number, value in fields if number == 2):
+    values, labels = [], []
+    for field, value in protobuf_fields(sample):
+      if field == 2:  # the values, packed varints
+        j = 0
+        while j < len(value):
+          v, j = varint(value, j)
+          values.append(v)
+      elif field == 3:  # a label: its key and text as indices into the string table
+        label = dict(protobuf_fields(value))
+        labels.append((strings[label[1]], strings[label.get(2, 0)]))
+    if ('kind', 'buffer') in labels:
+      found.append(values[1])
+  return found
+
+
+@pytest.mark.parametrize('given', [True, False])
+def test_a_step_out_of_device_memory_leaves_its_memory_profile_and_one_line(tiny_config, tmp_path, given):
+  """A step whose output XLA cannot allocate (4 TiB) fails as a device out of memory does: the memory profile of
+  what the device held (here the 1000 x 128 float32 array kept alive, 512,000 bytes) is saved next to the run, and
+  the error is one line naming the setting to change: bad input (ConfigError, exit status 2) where the user set it,
+  a RunError (exit status 1) where the fit check chose it."""
+  from albert_jax import profiling
+  from albert_jax.errors import ConfigError, RunError
+  import jax.numpy as jnp
+  window = profiling.Window(small(tiny_config).train, tmp_path, 0, print, saves_after=lambda step: False)
+  too_big = jax.jit(lambda: jnp.zeros((2 ** 40,), jnp.float32))
+  kept = jnp.ones((1000, 128), jnp.float32)
+  with pytest.raises(ConfigError if given else RunError) as stopped:
+    with window.guard(5, {'model.remat': ('none', given), 'train.grad_accum_steps': (2, given)}):
+      too_big().block_until_ready()
+  profile = tmp_path / 'profiles' / 'memory-step5-host0.prof'
+  assert str(stopped.value) == (
+      'step 5 ran out of device memory (RESOURCE_EXHAUSTED: Out of memory allocating 4398046511104 bytes.) with '
+      'model.remat none, train.grad_accum_steps 2' + ('' if given else ' (the fit check\'s choice: it judged them to '
+                                                      'fit)') +
+      f'; the devices\' memory profile (pprof) is {profile}. Set --config.train.grad_accum_steps=4 or a later '
+      '--config.model.remat (save_dots, save_dots_no_batch, full), and resume.')
+  assert kept.nbytes in buffer_bytes(profile.read_bytes())
