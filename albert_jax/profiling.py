@@ -91,11 +91,10 @@ class Window:
     the device memory profile next to the run and stops it with one line; `program_settings`: what was chosen for
     the step (model.remat, train.grad_accum_steps) and whether the user set it (True) or the fit check (False)."""
     self.begin(step)
-    # Traced steps are marked as steps: XProf's step-time breakdown and the trace viewer's step rows go by them.
-    marked = (jax.profiler.StepTraceAnnotation('train', step_num=step) if self.tracing_since is not None
-              else contextlib.nullcontext())
     try:
-      with marked:
+      # Marked as a step for any trace, this window's or one captured on demand: XProf's step-time breakdown and the
+      # trace viewer's step rows go by it. (Without a trace running it is a no-op.)
+      with jax.profiler.StepTraceAnnotation('train', step_num=step):
         yield
     except jax.errors.JaxRuntimeError as e:
       if 'RESOURCE_EXHAUSTED' not in str(e):

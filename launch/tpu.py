@@ -206,7 +206,7 @@ def setup(g: Gcloud) -> None:
            '--worker=all'])
   g.on_every_worker(f'mkdir -p {REMOTE_DIR} && find {REMOTE_DIR} -mindepth 1 -maxdepth 1 ! -name .venv '
                     f'-exec rm -rf {{}} + && tar xzf $HOME/albert_jax.tar.gz -C {REMOTE_DIR} && '
-                    f'bash {REMOTE_DIR}/launch/worker_setup.sh {REMOTE_DIR}/.venv tpu,tf')
+                    f'bash {REMOTE_DIR}/launch/worker_setup.sh {REMOTE_DIR}/.venv tpu,tf,profile')
 
 
 def stop(g: Gcloud, graceful: bool = True) -> None:
@@ -267,7 +267,7 @@ def train_on_gke(g: Gcloud) -> None:
   g.run(['git', '-C', str(REPO), 'archive', '--format=tar', f'--output={source}.tar', 'HEAD'])
   g.run(['tar', 'xf', f'{source}.tar', '-C', source])
   argv = ['.venv/bin/python' if x == 'python' else x for x in training_argv(a)]
-  command = f'bash launch/worker_setup.sh .venv tpu,tf && {shlex.join(argv)}'
+  command = f'bash launch/worker_setup.sh .venv tpu,tf,profile && {shlex.join(argv)}'
   stop(g)
   g.run(xpk(g, 'workload', 'create', f'--workload={workload_name(a)}', f'--tpu-type={g.slice.cloud_name}',
             f'--num-slices={a.num_slices}', f'--base-docker-image=python:{generation.image_python}',
@@ -579,8 +579,21 @@ def resuming_from(checkpoint) -> str:
                                                 ' (no whole checkpoint yet)'))
 
 
+def profile(g: Gcloud) -> None:
+  """A trace of --seconds of the training running on --worker (or on 'all'), taken on the worker from the profiler
+  server training runs with --config.train.profiler_port (given to train or babysit after --), written into
+  WORKDIR/profiles. Training goes on meanwhile."""
+  a = g.args
+  workers = range(g.slice.hosts) if a.worker == 'all' else [int(a.worker)]
+  log_dir = shlex.quote(f'{a.workdir.rstrip("/")}/profiles')
+  for node in g.nodes():
+    for worker in workers:
+      g.run(g.ssh(f'cd {REMOTE_DIR} && .venv/bin/python -m albert_jax.profiling --port={a.profiler_port} '
+                  f'--seconds={a.seconds:g} --log_dir={log_dir}', worker=worker, node=node))
+
+
 COMMANDS = {'create': create, 'setup': setup, 'train': train, 'logs': logs, 'status': status, 'stop': stop,
-            'delete': delete, 'babysit': babysit}
+            'delete': delete, 'babysit': babysit, 'profile': profile}
 
 
 def parse(argv: list) -> argparse.Namespace:
@@ -616,6 +629,10 @@ def parse(argv: list) -> argparse.Namespace:
   parser.add_argument('--prefer_after', type=float, default=3600, help='babysit with several accelerators: seconds '
                       'on a smaller one after which the larger are tried first again (training stops with a '
                       'checkpoint for it), and no more often than that')
+  parser.add_argument('--seconds', type=float, default=5, help='profile: how long to trace')
+  parser.add_argument('--worker', default='0', help='profile: the worker to trace (0, 1, ...) or all')
+  parser.add_argument('--profiler_port', type=int, default=9999, help='profile: the port training serves its '
+                      'profiler on (its --config.train.profiler_port)')
   parser.add_argument('--dry-run', '--dry_run', dest='dry_run', action='store_true',
                       help='print the gcloud command lines and run nothing')
   args = parser.parse_args(argv)
@@ -645,7 +662,12 @@ def parse(argv: list) -> argparse.Namespace:
                    '`xpk cluster create --reservation=NAME` and use train, logs, status here')
   elif args.num_slices > 1:
     args.queued = True  # Cloud TPU creates several slices only as one queued resource
-  if args.command in ('train', 'babysit') and not args.workdir:
+  if args.command == 'profile' and on_gke(tpu, args.num_slices):
+    parser.error('profile: a GKE workload\'s pods are reached with kubectl, not ssh: run `kubectl exec POD -- python -m '
+                 'albert_jax.profiling --port=PORT --log_dir=WORKDIR/profiles` on the pod')
+  if args.worker != 'all' and not (args.worker.isdigit() and int(args.worker) < max(t.hosts for t in given)):
+    parser.error(f'--worker {args.worker}: a worker of the slice (0 to {max(t.hosts for t in given) - 1}) or all')
+  if args.command in ('train', 'babysit', 'profile') and not args.workdir:
     parser.error(f'{args.command} needs --workdir (a gs:// path every worker can reach)')
   if args.workdir and not args.workdir.startswith('gs://') and max(t.hosts for t in given) * args.num_slices > 1:
     parser.error(f'--workdir {args.workdir}: a pod with several workers needs a shared gs:// workdir')

@@ -261,7 +261,7 @@ def test_setup_dry_run_says_what_python_each_generation_gets(capsys):
     assert lines[0] == (f'# {generation.name} workers run {generation.runtime} (Ubuntu 22.04, Python 3.10); '
                         'albert_jax needs Python >=3.11: worker_setup.sh brings one with uv')
     assert lines[3].endswith("-exec rm -rf {} + && tar xzf $HOME/albert_jax.tar.gz -C $HOME/albert_jax && bash "
-                             "$HOME/albert_jax/launch/worker_setup.sh $HOME/albert_jax/.venv tpu,tf'")
+                             "$HOME/albert_jax/launch/worker_setup.sh $HOME/albert_jax/.venv tpu,tf,profile'")
     assert "! -name .venv" in lines[3]
 
 
@@ -297,7 +297,7 @@ def test_tpu7x_one_host_and_multi_host_slices_and_two_slices_through_xpk_dry_run
       '--base-docker-image': 'python:3.12', '--script-dir': '/tmp/albert_jax-albert-image', '--max-restarts': '100'}
   assert f'git -C {ROOT} archive --format=tar --output=/tmp/albert_jax-albert-image.tar HEAD' in train
   setup, run = flags['--command'].split(' && ')
-  assert setup == 'bash launch/worker_setup.sh .venv tpu,tf'
+  assert setup == 'bash launch/worker_setup.sh .venv tpu,tf,profile'
   assert shlex.split(run) == ['env', 'TFDS_DATA_DIR=gs://my-bucket/tfds', '.venv/bin/python', '-m',
                               'albert_jax.train', '--config=configs/xxlarge.py', '--workdir=gs://my-bucket/xxlarge',
                               '--distributed', '--config.mesh.dcn_data=2', *AWKWARD]

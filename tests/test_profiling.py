@@ -3,6 +3,8 @@ format; a capture from a running process; a step out of device memory leaving it
 import glob
 import gzip
 import json
+import subprocess
+import sys
 
 import jax
 import pytest
@@ -107,3 +109,44 @@ def test_a_step_out_of_device_memory_leaves_its_memory_profile_and_one_line(tiny
       f'; the devices\' memory profile (pprof) is {profile}. Set --config.train.grad_accum_steps=4 or a later '
       '--config.model.remat (save_dots, save_dots_no_batch, full), and resume.')
   assert kept.nbytes in buffer_bytes(profile.read_bytes())
+
+
+def test_a_running_training_is_captured_on_demand_and_trains_on(tiny_config, tmp_path):
+  """A run serving its profiler (train.profiler_port) is traced for a second by `python -m albert_jax.profiling`
+  (what `launch.tpu profile` runs on a worker) while it trains: the trace holds consecutive steps of it, and the
+  run goes on to its last step."""
+  from test_train import free_port, run_cli
+  port = free_port()
+  run = run_cli(tiny_config, tmp_path / 'run', '--config.train.num_steps=300', f'--config.train.profiler_port={port}',
+                devices=1)
+  try:
+    seen = []
+    for line in run.stdout:  # until the run is well into its steps
+      seen.append(line)
+      if line.startswith('step 20/'):
+        break
+    capture = subprocess.run([sys.executable, '-m', 'albert_jax.profiling', f'--port={port}', '--seconds=1',
+                              f'--log_dir={tmp_path}/profiles'], capture_output=True, text=True, timeout=300)
+    out, err = run.communicate(timeout=600)
+  finally:
+    if run.poll() is None:
+      run.kill()
+  assert capture.returncode == 0, capture.stderr[-2000:]
+  folder, = glob.glob(f'{tmp_path}/profiles/plugins/profile/*')
+  assert capture.stdout.splitlines()[-1].startswith(f'profile of 1 s of 127.0.0.1:{port}: {folder}; open it: pip install xprof')
+  events = trace_events(glob.glob(f'{folder}/*.xplane.pb')[0])
+  steps = sorted({stats['step_num'] for _, name, stats in events if name == 'train'})
+  assert steps and steps == list(range(steps[0], steps[-1] + 1)) and 20 <= steps[0] and steps[-1] < 300, steps
+  assert any(stats.get('hlo_module') == 'jit_train_step' for _, _, stats in events)
+  assert run.returncode == 0 and 'step 300/300' in out, err[-2000:]
+
+
+def test_launch_profile_captures_on_each_worker_asked(tmp_path):
+  """`launch.tpu profile` runs the capture on the workers over ssh, into the run's bucket."""
+  from test_launch import COMMON, dry_run
+  lines = dry_run('profile', *COMMON, '--accelerator=v3-32', '--workdir=gs://my-bucket/run', '--worker=all',
+                  '--seconds=3', '--profiler_port=9012')[::2]
+  assert lines == [f'gcloud compute tpus tpu-vm ssh albert --zone=europe-west4-a --worker={w} \'--command=cd '
+                   f'$HOME/albert_jax && .venv/bin/python -m albert_jax.profiling --port=9012 --seconds=3 '
+                   f'--log_dir=gs://my-bucket/run/profiles\'' for w in range(4)]
+  assert len(dry_run('profile', *COMMON, '--accelerator=v3-32', '--workdir=gs://my-bucket/run')[::2]) == 1
