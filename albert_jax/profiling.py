@@ -5,12 +5,16 @@ profile` runs on a worker), and a step that runs out of device memory leaving it
   python -m albert_jax.profiling --port=9999 --seconds=5 --log_dir=gs://BUCKET/run/profiles
 
 Traces are written as JAX's profiler writes them, under LOG_DIR/plugins/profile/TIME/: HOST.xplane.pb (what XProf and
-TensorBoard's profile tab read: `pip install xprof; xprof --logdir=LOG_DIR`) and HOST.trace.json.gz (Chrome's trace
-format: Perfetto's UI opens it); a local folder gets perfetto_trace.json.gz too. A memory profile is pprof's format.
+TensorBoard's profile tab read: `pip install xprof; xprof --logdir=LOG_DIR`), HOST.trace.json.gz (Chrome's trace
+format) and, for a window of steps, perfetto_trace.json.gz (Perfetto's UI opens either). A memory profile is pprof's
+format.
 """
 import argparse
 import contextlib
+import pathlib
+import shutil
 import sys
+import tempfile
 from typing import Callable
 
 import jax
@@ -39,10 +43,22 @@ def serve(port: int) -> None:
     _serving.add(port)
 
 
-def newest_trace(logdir) -> str:
-  """The folder the last trace into `logdir` wrote (its name is the time it was written)."""
-  runs = sorted(paths.path(logdir).glob('plugins/profile/*'))
-  return str(runs[-1]) if runs else str(logdir)
+def staging(logdir) -> str:
+  """Where the profiler writes a trace bound for `logdir`: `logdir` itself if local, else a local folder that
+  `publish` copies into the bucket (the profiler's own storage client would reach around paths.py and its
+  retries, and its Perfetto file is written with pathlib)."""
+  return tempfile.mkdtemp(prefix='albert_profile_') if paths.is_url(logdir) else str(logdir)
+
+
+def publish(local: str, logdir) -> str:
+  """The trace just written into `local` (its folder is named by the time it was written), in `logdir`: copied
+  there when `logdir` is a bucket's; returns its folder there."""
+  newest = sorted(pathlib.Path(local).glob('plugins/profile/*'))[-1]
+  if local == str(logdir):
+    return str(newest)
+  paths.copy_tree(local, logdir)
+  shutil.rmtree(local)
+  return str(paths.path(logdir) / newest.relative_to(local))
 
 
 class Window:
@@ -68,9 +84,8 @@ class Window:
   def begin(self, step: int) -> None:
     """Before step `step` runs."""
     if self.wanted and step == self.first:
-      # Perfetto's file only for a local folder: JAX writes it with pathlib.
-      jax.profiler.start_trace(str(self.logdir), create_perfetto_trace=not paths.is_url(self.logdir),
-                               profiler_options=options())
+      self.local = staging(self.logdir)
+      jax.profiler.start_trace(self.local, create_perfetto_trace=True, profiler_options=options())
       self.tracing_since = step
 
   def end(self, step: int) -> None:
@@ -80,7 +95,7 @@ class Window:
 
   def stop(self, step: int) -> None:
     jax.profiler.stop_trace()
-    folder, since = newest_trace(self.logdir), self.tracing_since
+    folder, since = publish(self.local, self.logdir), self.tracing_since
     self.tracing_since, self.wanted = None, False
     self.say(f'profile of step{"s" if step > since else ""} {since}{f"-{step}" if step > since else ""} '
              f'(host {jax.process_index()}): {folder}; open it: {OPEN_HINT.format(logdir=self.logdir)}')
@@ -129,9 +144,10 @@ def capture(address: str, seconds: float, logdir: str) -> str:
     from xprof.convert import _pywrap_profiler_plugin  # pylint: disable=import-outside-toplevel
   except ImportError:
     raise ConfigError('capturing a profile needs XProf\'s client: pip install xprof (or albert_jax[profile]).') from None
-  _pywrap_profiler_plugin.trace(address, str(logdir), '', True, int(seconds * 1000), 3,
+  local = staging(logdir)
+  _pywrap_profiler_plugin.trace(address, local, '', True, int(seconds * 1000), 3,
                                 {'host_tracer_level': 2, 'python_tracer_level': 0, 'device_tracer_level': 1})
-  return newest_trace(logdir)
+  return publish(local, logdir)
 
 
 def main(argv=None) -> int:
