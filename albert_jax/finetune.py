@@ -211,7 +211,7 @@ def finetune_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devic
       f'{", ".join(map(str, sorted(train_steps)))} of {max_length} positions'
       + (', grouped by length' if config.task.group_by_length else ''))
   profile = profiling.Window(config.train, workdir, first_step, say, saves_after=lambda s: s == config.train.num_steps
-                             or s % config.train.checkpoint_every == 0)
+                             or s % config.train.checkpoint_every == 0, finish=lambda: loop.finish(checkpoints))
   program_settings = {'model.remat': (config.model.remat, True),
                       'train.grad_accum_steps': (config.train.grad_accum_steps, True)}
   step = first_step

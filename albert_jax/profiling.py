@@ -69,9 +69,11 @@ class Window:
   that turns running out of device memory into its memory profile and one line (`guard`)."""
 
   def __init__(self, train_config, workdir, first_step: int, say: Callable[[str], None],
-               saves_after: Callable[[int], bool]):
+               saves_after: Callable[[int], bool], finish: Callable[[], None] = lambda: None):
+    """`saves_after(step)`: whether an evaluation or a checkpoint save follows the step; `finish`: what closes the
+    run before it stops for memory (the loop's finish: checkpoints still being written complete)."""
     self.logdir = paths.path(workdir) / 'profiles'
-    self.say, self.saves_after = say, saves_after
+    self.say, self.saves_after, self.finish = say, saves_after, finish
     self.include_saves = train_config.profile_saves
     count = train_config.profile_steps
     here = train_config.profile_hosts == 'all' or jax.process_index() == 0
@@ -116,6 +118,7 @@ class Window:
         raise
       if self.tracing_since is not None:
         self.stop(step)
+      self.finish()
       raise out_of_memory(e, step, self.logdir, program_settings) from None
     self.end(step)
 

@@ -181,7 +181,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str, devices=
   gc.freeze()
   profile = profiling.Window(
       config.train, workdir, first_step, say, saves_after=lambda s: s == config.train.num_steps or not (
-          s % config.train.eval_every and s % config.train.checkpoint_every))
+          s % config.train.eval_every and s % config.train.checkpoint_every),
+      finish=lambda: loop.finish(checkpoints, close=[train_data]))
   remat_auto, microbatches_auto = fit.autos(given)
   program_settings = {'model.remat': (config.model.remat, not remat_auto),
                       'train.grad_accum_steps': (config.train.grad_accum_steps, not microbatches_auto)}

@@ -95,7 +95,9 @@ def test_a_step_out_of_device_memory_leaves_its_memory_profile_and_one_line(tiny
   from albert_jax import profiling
   from albert_jax.errors import ConfigError, RunError
   import jax.numpy as jnp
-  window = profiling.Window(small(tiny_config).train, tmp_path, 0, print, saves_after=lambda step: False)
+  finished = []  # the run is closed (its checkpoints' writes completed) before the error goes up
+  window = profiling.Window(small(tiny_config).train, tmp_path, 0, print, saves_after=lambda step: False,
+                            finish=lambda: finished.append(True))
   too_big = jax.jit(lambda: jnp.zeros((2 ** 40,), jnp.float32))
   kept = jnp.ones((1000, 128), jnp.float32)
   with pytest.raises(ConfigError if given else RunError) as stopped:
@@ -108,7 +110,7 @@ def test_a_step_out_of_device_memory_leaves_its_memory_profile_and_one_line(tiny
                                                       'fit)') +
       f'; the devices\' memory profile (pprof) is {profile}. Set --config.train.grad_accum_steps=4 or a later '
       '--config.model.remat (save_dots, save_dots_no_batch, full), and resume.')
-  assert kept.nbytes in buffer_bytes(profile.read_bytes())
+  assert kept.nbytes in buffer_bytes(profile.read_bytes()) and finished == [True]
 
 
 def test_a_running_training_is_captured_on_demand_and_trains_on(tiny_config, tmp_path):
