@@ -152,3 +152,12 @@ def test_launch_profile_captures_on_each_worker_asked(tmp_path):
                    f'$HOME/albert_jax && .venv/bin/python -m albert_jax.profiling --port=9012 --seconds=3 '
                    f'--log_dir=gs://my-bucket/run/profiles\'' for w in range(4)]
   assert len(dry_run('profile', *COMMON, '--accelerator=v3-32', '--workdir=gs://my-bucket/run')[::2]) == 1
+
+
+def test_a_run_error_is_one_line_with_exit_status_1(tmp_path):
+  """What the command-line tools do with a RunError (the fit check's choice out of memory): the line alone on
+  stderr, no traceback, exit status 1 (status 2 is kept for input the user can fix)."""
+  script = ('from albert_jax.config import run_cli\nfrom albert_jax.errors import RunError\n'
+            'def main(argv):\n  raise RunError("step 5 ran out of device memory (...)")\nrun_cli(main)\n')
+  ran = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120)
+  assert ran.returncode == 1 and ran.stderr == 'error: step 5 ran out of device memory (...)\n', ran.stderr
