@@ -24,6 +24,7 @@ from albert_jax.errors import CheckpointError
 from albert_jax.config import validate_finetune
 from albert_jax.errors import ConfigError
 from albert_jax.model import RUNTIME_FIELDS, ModelConfig
+from test_profiling import trace_events
 from conftest import ROOT, load_config
 from test_downstream_data import mnli_folder, race_folder, write_tsv
 from test_squad import squad_file
@@ -112,8 +113,13 @@ def test_a_workdir_without_that_step_or_without_checkpoints_is_one_line(pretrain
 
 def test_finetune_keeps_the_best_checkpoint_by_dev_and_writes_its_predictions(pretrained, tiny_config,
                                                                              builtin_tokenizer, tmp_path, capsys):
-  result = finetune.finetune_and_evaluate(builtin_config(tiny_config, pretrained), tmp_path, jax.devices()[:1])
+  # Profiled as pretraining is: steps 2-4 traced, cut before step 4's dev score and save.
+  result = finetune.finetune_and_evaluate(builtin_config(tiny_config, pretrained, profile_steps=5, profile_from=2),
+                                          tmp_path, jax.devices()[:1])
   printed = capsys.readouterr().out
+  traced, = (tmp_path / 'profiles' / 'plugins' / 'profile').glob('*/*.xplane.pb')
+  assert f'profile of steps 2-4 (host 0): {traced.parent}; open it' in printed
+  assert [s['step_num'] for _, name, s in trace_events(str(traced)) if name == 'train'] == [2, 3, 4]
   dev = read_scalars(tmp_path)['eval_accuracy']
   assert sorted(dev) == [4, 8, 12]
   dev_at_12 = dev[12]

@@ -18,4 +18,4 @@ PAPER = {'num_layers=1': {'params': '18M', 'Avg': 52.9}, 'num_layers=3': {'param
 MINIATURE = {'config': 'configs/wiki_books_cpu_hour.py', 'sweep': {'model.num_layers': [1, 3, 6, 12, 24, 48]},
              'fixed': {'model.hidden_size': 64, 'model.embedding_size': 64, 'model.intermediate_size': 256,
                        'train.batch_size': 32, 'train.eval_batches': 16, 'train.num_steps': 1000,
-                       'train.warmup_steps': 100, 'train.eval_every': 1000, 'train.checkpoint_every': 500}}
+                       'train.warmup_steps': 100, 'train.eval_every': 1000, 'train.checkpoint_every': 250}}
