@@ -152,12 +152,13 @@ case "$lease" in
       pre=("${tiny[@]}" --config.model.dtype=float32 --config.train.batch_size=8 --config.train.num_steps=6
            --config.train.warmup_steps=2 --config.train.log_every=3 --config.train.eval_every=3 --config.train.eval_batches=1
            --config.train.checkpoint_every=3 --config.train.blimp_pairs=2 --config.data.workers=1
-           --config.data.max_seq_length=64)
+           --config.data.max_seq_length=64 --config.train.profile_steps=2 --config.train.profile_from=4)
       ft=("${tiny[@]}" --config.train.num_steps=2 --config.train.eval_batch_size=128 --config.task.train_examples=64)
       seeds=(0)
     else
       pre_limit=320; ft_limit=240; blimp_limit=240
-      pre=(); ft=(); seeds=(0 1)
+      # Steps 1,200-1,204 traced (the pretraining phase well under way): whether the host or the GPU sets the pace.
+      pre=(--config.train.profile_steps=5 --config.train.profile_from=1200); ft=(); seeds=(0 1)
     fi
     corpora="wikiextractor:$data/corpora/wikipedia/*/wiki_*@7,gutenberg:$data/corpora/books/*.txt@3"
     common=(--config.data.vocab="$data/vocab.model")
@@ -180,6 +181,7 @@ case "$lease" in
       "${common[@]}" "${pre[@]}" --workdir="$work/pretrained" 2>&1 | tee "$work/pretrain.log" | grep -v '^[IW][0-9]'
     status=${PIPESTATUS[0]}
     echo "pretraining: exit $status after $(( $(date +%s) - started )) s"
+    tar -czf "$out/profile.tgz" -C "$work/pretrained" profiles 2>/dev/null  # its own file: the largest to come back
     collect
     for seed in "${seeds[@]}"; do finetune "$work/pretrained" "$seed" & runs+=($!); done
     XLA_PYTHON_CLIENT_MEM_FRACTION=0.2 timeout -k 5 "$blimp_limit" "$python" -m albert_jax.blimp \
