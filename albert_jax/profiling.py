@@ -4,10 +4,10 @@ profile` runs on a worker), and a step that runs out of device memory leaving it
 
   python -m albert_jax.profiling --port=9999 --seconds=5 --log_dir=gs://BUCKET/run/profiles
 
-Traces are written as JAX's profiler writes them, under LOG_DIR/plugins/profile/TIME/: HOST.xplane.pb (what XProf and
-TensorBoard's profile tab read: `pip install xprof; xprof --logdir=LOG_DIR`), HOST.trace.json.gz (Chrome's trace
-format) and, for a window of steps, perfetto_trace.json.gz (Perfetto's UI opens either). A memory profile is pprof's
-format.
+Traces are written as JAX's profiler writes them, under LOG_DIR/plugins/profile/RUN/ (RUN: steps_A-B for a window
+of steps, the time for a capture): HOST.xplane.pb (what XProf and TensorBoard's profile tab read: `pip install
+xprof; xprof --logdir=LOG_DIR`), HOST.trace.json.gz (Chrome's trace format) and, for a window of steps,
+perfetto_trace.json.gz (Perfetto's UI opens either). A memory profile is pprof's format.
 """
 import argparse
 import contextlib
@@ -50,15 +50,21 @@ def staging(logdir) -> str:
   return tempfile.mkdtemp(prefix='albert_profile_') if paths.is_url(logdir) else str(logdir)
 
 
-def publish(local: str, logdir) -> str:
-  """The trace just written into `local` (its folder is named by the time it was written), in `logdir`: copied
-  there when `logdir` is a bucket's; returns its folder there."""
-  newest = sorted(pathlib.Path(local).glob('plugins/profile/*'))[-1]
-  if local == str(logdir):
-    return str(newest)
-  paths.copy_tree(local, logdir)
-  shutil.rmtree(local)
-  return str(paths.path(logdir) / newest.relative_to(local))
+def publish(local: str, logdir, name: str = '') -> str:
+  """The trace just written into `local` (the profiler names its folder by the time it was written), in `logdir`
+  under plugins/profile/`name` where one is given (every host of a window's trace in one folder, which XProf shows
+  as one run of several hosts), and copied there when `logdir` is a bucket's; returns its folder there."""
+  written = sorted(pathlib.Path(local).glob('plugins/profile/*'))[-1]
+  relative = pathlib.Path('plugins', 'profile', name or written.name)
+  if local != str(logdir):
+    paths.copy_tree(written, paths.path(logdir) / relative)
+    shutil.rmtree(local)
+  elif written.name != relative.name:
+    (pathlib.Path(local) / relative).mkdir(parents=True, exist_ok=True)
+    for file in written.iterdir():
+      file.rename(pathlib.Path(local) / relative / file.name)
+    written.rmdir()
+  return str(paths.path(logdir) / relative)
 
 
 class Window:
@@ -97,7 +103,8 @@ class Window:
 
   def stop(self, step: int) -> None:
     jax.profiler.stop_trace()
-    folder, since = publish(self.local, self.logdir), self.tracing_since
+    since = self.tracing_since
+    folder = publish(self.local, self.logdir, name=f'steps_{since}-{step}')
     self.tracing_since, self.wanted = None, False
     self.say(f'profile of step{"s" if step > since else ""} {since}{f"-{step}" if step > since else ""} '
              f'(host {jax.process_index()}): {folder}; open it: {OPEN_HINT.format(logdir=self.logdir)}')

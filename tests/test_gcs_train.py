@@ -246,7 +246,7 @@ def test_two_hosts_share_a_workdir_in_a_bucket_train_as_one_device_and_resume_on
   out = capsys.readouterr().out
   assert 'resuming step 6 on 1 host(s) (was 2): global batch 8 per step; the data stream continues at step 6' in out
   # The trace of step 8 alone, copied into the bucket.
-  traced, = paths.listing(f'{workdir}/profiles/plugins/profile/*/*.xplane.pb')
+  traced, = paths.listing(f'{workdir}/profiles/plugins/profile/steps_8-8/*.xplane.pb')
   assert f'profile of step 8 (host 0): {traced.name.rsplit("/", 1)[0]}; open it' in out
   assert 'have no index entry' not in out
   checkpoints = sorted(int(p.name) for p in paths.path(f'{workdir}/checkpoints').iterdir() if p.name.isdigit())

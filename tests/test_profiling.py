@@ -26,6 +26,7 @@ def test_a_window_of_steps_is_traced_and_cut_before_a_save(tiny_config, builtin_
   train.train_and_evaluate(config, tmp_path, devices=jax.devices()[:1])
   out = capsys.readouterr().out
   folder, = glob.glob(f'{tmp_path}/profiles/plugins/profile/*')
+  assert folder.endswith('/steps_2-3')  # named by its steps: every host's file in one run
   assert f'profile of steps 2-3 (host 0): {folder}; open it: pip install xprof && xprof --logdir={tmp_path}/profiles' in out
   xplane, = glob.glob(f'{folder}/*.xplane.pb')
   events = trace_events(xplane)
