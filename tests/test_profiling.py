@@ -105,8 +105,10 @@ def test_a_step_out_of_device_memory_leaves_its_memory_profile_and_one_line(tiny
     with window.guard(5, {'model.remat': ('none', given), 'train.grad_accum_steps': (2, given)}):
       too_big().block_until_ready()
   profile = tmp_path / 'profiles' / 'memory-step5-host0.prof'
-  assert str(stopped.value) == (
-      'step 5 ran out of device memory (RESOURCE_EXHAUSTED: Out of memory allocating 4398046511104 bytes.) with '
+  # XLA's own words first (their wording is XLA's: the code and the size are what is certain), then ours.
+  what, ours = str(stopped.value).split(') with ', 1)
+  assert what.startswith('step 5 ran out of device memory (RESOURCE_EXHAUSTED: ') and '4398046511104' in what
+  assert ours == (
       'model.remat none, train.grad_accum_steps 2' + ('' if given else ' (the fit check\'s choice: it judged them to '
                                                       'fit)') +
       f'; the devices\' memory profile (pprof) is {profile}. Set --config.train.grad_accum_steps=4 or a later '
