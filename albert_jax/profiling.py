@@ -19,7 +19,7 @@ from typing import Callable
 
 import jax
 
-from albert_jax import paths
+from albert_jax import fit, paths
 from albert_jax.errors import ConfigError, RunError
 
 OPEN_HINT = 'pip install xprof && xprof --logdir={logdir} --port=8791 (or TensorBoard\'s profile tab, xprof installed)'
@@ -43,28 +43,22 @@ def serve(port: int) -> None:
     _serving.add(port)
 
 
-def staging(logdir) -> str:
-  """Where the profiler writes a trace bound for `logdir`: `logdir` itself if local, else a local folder that
-  `publish` copies into the bucket (the profiler's own storage client would reach around paths.py and its
-  retries, and its Perfetto file is written with pathlib)."""
-  return tempfile.mkdtemp(prefix='albert_profile_') if paths.is_url(logdir) else str(logdir)
+def staging() -> str:
+  """A local folder for the profiler to write a trace into, which `publish` moves to where it is bound: the
+  profiler's own storage client would reach around paths.py and its retries, its Perfetto file is written with
+  pathlib, and it names its folder by the second it wrote it, which hosts sharing a folder could both take."""
+  return tempfile.mkdtemp(prefix='albert_profile_')
 
 
 def publish(local: str, logdir, name: str = '') -> str:
-  """The trace just written into `local` (the profiler names its folder by the time it was written), in `logdir`
-  under plugins/profile/`name` where one is given (every host of a window's trace in one folder, which XProf shows
-  as one run of several hosts), and copied there when `logdir` is a bucket's; returns its folder there."""
-  written = sorted(pathlib.Path(local).glob('plugins/profile/*'))[-1]
-  relative = pathlib.Path('plugins', 'profile', name or written.name)
-  if local != str(logdir):
-    paths.copy_tree(written, paths.path(logdir) / relative)
-    shutil.rmtree(local)
-  elif written.name != relative.name:
-    (pathlib.Path(local) / relative).mkdir(parents=True, exist_ok=True)
-    for file in written.iterdir():
-      file.rename(pathlib.Path(local) / relative / file.name)
-    written.rmdir()
-  return str(paths.path(logdir) / relative)
+  """The trace just written into `local`, moved to `logdir` (local or a bucket's) under plugins/profile/`name`, or
+  under the profiler's own folder name (the time) without one; a window's `name` puts every host's file of it in
+  one folder, which XProf shows as one run of several hosts. Returns its folder there."""
+  written, = pathlib.Path(local).glob('plugins/profile/*')
+  folder = paths.path(logdir) / 'plugins' / 'profile' / (name or written.name)
+  paths.copy_tree(written, folder)
+  shutil.rmtree(local)
+  return str(folder)
 
 
 class Window:
@@ -92,7 +86,7 @@ class Window:
   def begin(self, step: int) -> None:
     """Before step `step` runs."""
     if self.wanted and step == self.first:
-      self.local = staging(self.logdir)
+      self.local = staging()
       jax.profiler.start_trace(self.local, create_perfetto_trace=True, profiler_options=options())
       self.tracing_since = step
 
@@ -139,8 +133,10 @@ def out_of_memory(error: Exception, step: int, logdir, program_settings: dict) -
   what = str(error).strip().splitlines()[0]
   settings = ', '.join(f'{name} {value}' for name, (value, _) in program_settings.items())
   given = all(by_user for _, by_user in program_settings.values())
-  lighter = (f'--config.train.grad_accum_steps={2 * program_settings["train.grad_accum_steps"][0]} or a later '
-             f'--config.model.remat (save_dots, save_dots_no_batch, full)')
+  remat = program_settings['model.remat'][0]
+  lighter = fit.REMAT_BY_MEMORY[fit.REMAT_BY_MEMORY.index(remat) + 1:] if remat in fit.REMAT_BY_MEMORY else ()
+  lighter = (f'--config.train.grad_accum_steps={2 * program_settings["train.grad_accum_steps"][0]}'
+             + (f' or a later --config.model.remat ({", ".join(lighter)})' if lighter else ''))
   message = (f'step {step} ran out of device memory ({what}) with {settings}'
              + ('' if given else ' (the fit check\'s choice: it judged them to fit)')
              + f'; the devices\' memory profile (pprof) is {profile}. Set {lighter}, and resume.')
@@ -154,7 +150,7 @@ def capture(address: str, seconds: float, logdir: str) -> str:
     from xprof.convert import _pywrap_profiler_plugin  # pylint: disable=import-outside-toplevel
   except ImportError:
     raise ConfigError('capturing a profile needs XProf\'s client: pip install xprof (or albert_jax[profile]).') from None
-  local = staging(logdir)
+  local = staging()
   _pywrap_profiler_plugin.trace(address, local, '', True, int(seconds * 1000), 3,
                                 {'host_tracer_level': 2, 'python_tracer_level': 0, 'device_tracer_level': 1})
   return publish(local, logdir)
