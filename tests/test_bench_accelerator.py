@@ -228,7 +228,7 @@ SHARED_DATA = ROOT.parent / 'shared' / 'data'
 def test_gpu_pretrain_lease_smoke_trains_fine_tunes_both_arms_and_scores_blimp(builtin_tokenizer, tmp_path):
   """bench/gpu_lease.sh pack, then pretrain, at tiny shapes on the CPU: the packed data fit what a call carries,
   and the lease pretrains on the shared Wikipedia and books, fine-tunes its checkpoint and random weights on real
-  SST-2, and scores the packed BLiMP paradigms whole, all inside results.tgz."""
+  SST-2, and scores the packed BLiMP paradigms whole, all inside results.tgz; the traced steps in profile.tgz."""
   packed, out = tmp_path / 'lease', tmp_path / 'out'
   env = {**os.environ, 'LEASE_DATA': str(packed), 'OUT': str(out), 'PYTHON': sys.executable,
          'VOCAB': builtin_tokenizer.path}
@@ -240,7 +240,10 @@ def test_gpu_pretrain_lease_smoke_trains_fine_tunes_both_arms_and_scores_blimp(b
   run = subprocess.run(['bash', 'bench/gpu_lease.sh', 'pretrain', '--smoke'], capture_output=True, text=True,
                        cwd=ROOT, timeout=600, env=env)
   assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-  assert sorted(f.name for f in out.iterdir()) == ['environment.txt', 'lease.log', 'results.tgz']
+  assert sorted(f.name for f in out.iterdir()) == ['environment.txt', 'lease.log', 'profile.tgz', 'results.tgz']
+  with tarfile.open(out / 'profile.tgz') as archive:  # steps 4-5 traced, host 0's file in XProf's layout
+    traced = archive.getnames()
+  assert any(name.startswith('profiles/plugins/profile/steps_4-5/') and name.endswith('.xplane.pb') for name in traced)
   with tarfile.open(out / 'results.tgz') as archive:
     files = {name.split('albert_jax_lease_runs/')[-1]: archive.extractfile(name).read()
              for name in archive.getnames() if name.endswith('.json')}
