@@ -502,24 +502,25 @@ def plot_curves(sweep: dict, runs: list, root: paths.Path) -> dict:
   tags = sweep['curves']
   figure, axes = plt.subplots(1, len(tags), figsize=(5 * len(tags), 3.6), squeeze=False)
   drawn = {tag: {} for tag in tags}
-  for overrides, branch in runs:
+  legend = {}  # one for all panels, under them: run names are long (a branch's holds its source's)
+  for k, (overrides, branch) in enumerate(runs):
     name = run_name(overrides, branch)
     if not (root / name / 'tensorboard').exists():
       continue
     series = metrics.tensorboard_scalars(root / name)[1]
     for ax, tag in zip(axes.flat, tags):
       points = sorted({step: value for _, step, value in series.get(tag, [])}.items())  # a resume's repeats once
-      if points:
-        ax.plot(*zip(*points), label=name, marker='.' if len(points) < 30 else None)
+      if points:  # a run's colour is its own in every panel, whichever panels it has points in
+        legend[name], = ax.plot(*zip(*points), color=f'C{k % 10}', marker='.' if len(points) < 30 else None)
         drawn[tag][name] = points
   for ax, tag in zip(axes.flat, tags):
     ax.set_xlabel('step')
     ax.set_title(tag.replace('eval_', 'held-out '), fontsize=10)
-    if ax.lines:
-      ax.legend(fontsize=7)
   figure.tight_layout()
+  if legend:
+    figure.legend(legend.values(), legend.keys(), loc='upper center', bbox_to_anchor=(0.5, 0), fontsize=7)
   png = io.BytesIO()
-  figure.savefig(png, format='png', dpi=110)
+  figure.savefig(png, format='png', dpi=110, bbox_inches='tight')
   plt.close(figure)
   (root / 'curves.png').write_bytes(png.getvalue())
   return drawn
