@@ -118,27 +118,29 @@ def fewest_microbatches(try_config: Callable, config, remat: str, per_shard: int
                         tries: list) -> Optional[Check]:
   """The check of the fewest microbatches, from `start` up, with which the configured batch fits under `remat`
   (None if not even one row per microbatch does); every try (try_config(config) -> Check) is appended to `tries`.
-  The counts are the divisors of the shard's batch; memory falls as they grow, so they are searched doubling, then
-  bisecting."""
+  The counts are the divisors of the shard's batch, and memory falls as they grow. The search goes up from below
+  and stops at the first count that fits: a TPU's compiler gives up on a program over its HBM in seconds, where a
+  compile that fits runs to the end (a minute or more for a large model), so every count but the answer should
+  fail. Up by doubling the count; past the first that fits, the counts between it and the last that failed, upward."""
   counts = [k for k in range(max(start, 1), per_shard + 1) if per_shard % k == 0]
-  found = {}
 
   def fits(i: int) -> bool:
     tries.append(try_config(with_settings(config, remat, counts[i])))
-    found[i] = tries[-1]
     return tries[-1].fits
 
-  low, high, i = -1, None, 0  # counts[low] does not fit, counts[high] does
-  while high is None and i < len(counts):
-    low, high, i = (low, i, i) if fits(i) else (i, None, 2 * i + 1)
-  if high is None:
-    if not counts or low == len(counts) - 1 or not fits(len(counts) - 1):
+  failed, i = -1, 0  # counts[failed] does not fit
+  while i < len(counts) and not fits(i):
+    failed = i
+    i = next((j for j in range(i + 1, len(counts)) if counts[j] >= 2 * counts[i]), len(counts) - 1)
+    if i == failed:  # the last count (one row per microbatch) did not fit either
       return None
-    high = len(counts) - 1
-  while high - low > 1:
-    middle = (low + high) // 2
-    low, high = (low, middle) if fits(middle) else (middle, high)
-  return found[high]
+  if not counts:
+    return None
+  fitting = tries[-1]
+  for j in range(failed + 1, i):  # between the last failure and the doubled count that fit
+    if fits(j):
+      return tries[-1]
+  return fitting
 
 
 def search(try_config: Callable, config, per_shard: int, remat_auto: bool, microbatches_auto: bool) -> tuple:

@@ -82,6 +82,27 @@ def test_tiny_config_fits_and_memory_adds_up(name, tiny_config):
   assert 0 < result.peak < topo.hbm_bytes
 
 
+@pytest.mark.parametrize('per_shard', [64, 48, 8192, 720, 97])
+def test_fewest_microbatches_is_the_fewest_that_fit_and_compiles_at_most_two_that_fit(tiny_config, per_shard):
+  """A device that holds 1 GiB of parameters, state and gradients plus 16 MiB of temporaries per row of a microbatch
+  (memory falls as the count grows): every limit's answer is the smallest divisor of the shard's batch that fits,
+  found by trying every count; the search's compiles that fit (a TPU's slow ones) are one where the counts double
+  (powers of two), at most two otherwise; what fits nowhere is None."""
+  needs = lambda k: 2 ** 30 + 16 * 2 ** 20 * (per_shard // k)
+  divisors = [k for k in range(1, per_shard + 1) if per_shard % k == 0]
+  for limit in sorted({needs(k) for k in divisors} | {needs(k) - 1 for k in divisors}):
+    tries = []
+    def try_config(config):
+      k = config.train.grad_accum_steps
+      return fit.Check(batch_size=per_shard, per_shard=per_shard, microbatches=k, remat=config.model.remat,
+                       fits=needs(k) <= limit, params=0, opt_state=0, batch=0, temporaries=None, peak=None)
+    found = fit.fewest_microbatches(try_config, tiny_config, 'none', per_shard, 2, tries)
+    expected = next((k for k in divisors if k >= 2 and needs(k) <= limit), None)
+    assert (found and found.microbatches) == expected, (limit, [t.microbatches for t in tries])
+    assert sum(t.fits for t in tries) <= (1 if per_shard & (per_shard - 1) == 0 else 2)
+    assert len(tries) == len({t.microbatches for t in tries})  # no count compiled twice
+
+
 def test_oversized_config_does_not_fit_and_the_fewest_microbatches_or_a_policy_are_suggested(tiny_config):
   """Where the user set model.remat and train.grad_accum_steps, a suggestion; where they are 'auto', what training
   will choose, which is the suggestion's first, and a setting given that does not fit stops training with it."""
