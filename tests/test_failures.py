@@ -16,7 +16,7 @@ import pytest
 
 from albert_jax import failures, goodput
 from albert_jax.errors import ConfigError
-from conftest import ROOT
+from conftest import ROOT, xla_flags
 
 
 def chained(outer: Exception, inner: Exception) -> Exception:
@@ -89,7 +89,7 @@ def two_hosts(tmp_path, heartbeat: int):
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
-  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=2'}
+  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': xla_flags(2)}
   return [subprocess.Popen(
       [sys.executable, '-m', 'albert_jax.train', '--config=configs/tiny.py', f'--workdir={tmp_path / "run"}',
        '--config.train.num_steps=5000', '--config.train.warmup_steps=5', '--config.train.log_every=5',
@@ -144,7 +144,7 @@ def test_the_survivor_of_a_lost_host_stops_within_the_heartbeat_bound_in_one_lin
 def test_a_hang_is_ended_within_its_limit_saying_what_it_waited_for(tiny_config, builtin_tokenizer, tmp_path):
   """One process reading through a data worker; at step 30 the worker is frozen (a read that never returns): under
   train.stall_seconds=5 the run ends with status 42 within the limit and the watchdog's second, naming input."""
-  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=1'}
+  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': xla_flags(1)}
   run = subprocess.Popen([sys.executable, '-m', 'albert_jax.train', '--config=configs/tiny.py',
                           f'--workdir={tmp_path / "run"}', '--config.train.num_steps=5000',
                           '--config.train.warmup_steps=5', '--config.train.log_every=5',

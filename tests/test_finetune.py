@@ -25,7 +25,7 @@ from albert_jax.config import validate_finetune
 from albert_jax.errors import ConfigError
 from albert_jax.model import RUNTIME_FIELDS, ModelConfig
 from test_profiling import trace_events
-from conftest import ROOT, load_config
+from conftest import ROOT, load_config, xla_flags
 from test_downstream_data import mnli_folder, race_folder, write_tsv
 from test_squad import squad_file
 from test_train import read_scalars, small
@@ -292,7 +292,7 @@ def run_cli(tiny_config, workdir):
           f'--workdir={workdir}', f'--config.data.tfds_data_dir={tiny_config.data.tfds_data_dir}',
           '--config.train.batch_size=8', '--config.train.num_steps=24', '--config.train.log_every=1',
           '--config.train.warmup_steps=4', '--config.train.checkpoint_every=8', '--config.train.eval_batch_size=128']
-  env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=2'}
+  env = {**os.environ, 'XLA_FLAGS': xla_flags(2)}
   return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -17,7 +17,7 @@ import albert_jax
 from albert_jax import finetune, interop, paths, train
 from albert_jax.downstream import squad_eval
 from albert_jax.model import ModelConfig
-from conftest import ROOT
+from conftest import ROOT, xla_flags
 from test_downstream_data import config_for, mnli_folder, race_folder
 from test_interop import hf_logits, hf_model, inputs, our_logits
 from test_squad import squad_file
@@ -26,7 +26,7 @@ from test_train import small
 
 def cli(module, *args, cwd):
   """`python -m albert_jax.MODULE ARGS` in `cwd`, with the GCS server's environment (inherited)."""
-  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=1'}
+  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': xla_flags(1)}
   return subprocess.run([sys.executable, '-m', f'albert_jax.{module}', *map(str, args)], cwd=cwd, env=env,
                         capture_output=True, text=True, timeout=300)
 

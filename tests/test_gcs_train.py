@@ -17,7 +17,7 @@ import pytest
 from albert_jax import paths, train
 from albert_jax.data import vocab as vocab_lib
 from albert_jax.data.tokenizer import Tokenizer
-from conftest import ROOT
+from conftest import ROOT, xla_flags
 from test_train import read_scalars, small, with_shards
 
 STEPS = 60
@@ -32,7 +32,7 @@ def pretrain(tiny_config, workdir, *extra, cwd, devices=2, env=None):
           '--config.train.checkpoint_every=10', '--config.train.fill_mask_text=', '--config.train.fill_mask_word=',
           *extra]
   env = {**(os.environ if env is None else env), 'PYTHONPATH': str(ROOT),
-         'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}'}
+         'XLA_FLAGS': xla_flags(devices)}
   return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, xla_flags
 
 SHARED_DATA = ROOT.parent / 'shared' / 'data'
 pytestmark = pytest.mark.skipif(not (SHARED_DATA / 'blimp').is_dir() or not (SHARED_DATA / 'glue').is_dir(),
@@ -68,7 +68,7 @@ def substitute(argv: list, replace: dict) -> list:
 def run(argv: list, *extra, cwd=ROOT) -> str:
   """`python ...` as a user runs it, with this interpreter; its console (stdout and stderr) on success."""
   assert argv[0] == 'python', argv
-  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=1'}
+  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': xla_flags(1)}
   result = subprocess.run([sys.executable, *argv[1:], *extra], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=900)
   assert result.returncode == 0, f'{shlex.join(argv)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}'

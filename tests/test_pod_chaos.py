@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from albert_jax import paths
-from conftest import ROOT
+from conftest import ROOT, xla_flags
 from local_pod import Pod
 from test_gcs_train import in_bucket, inputs, scalars_in  # noqa: F401  (inputs: the corpus and vocabulary, a fixture)
 from test_train import read_scalars
@@ -43,7 +43,7 @@ def local_pod(tmp_path, faulty_gcs, monkeypatch):
   `gcloud` on PATH drives it. Its namespaces, and so every process in them, end with the test."""
   faulty_gcs.report(rate=0.10)
   env = {k: v for k, v in faulty_gcs.env.items() if not k.startswith(('XLA_', 'JAX_', 'PYTEST', 'TPU_'))}
-  env.update(XLA_FLAGS='--xla_force_host_platform_device_count=2', JAX_PLATFORMS='cpu',
+  env.update(XLA_FLAGS=xla_flags(2), JAX_PLATFORMS='cpu',
              JAX_COMPILATION_CACHE_DIR=os.environ['JAX_COMPILATION_CACHE_DIR'])
   pod = Pod.make(tmp_path / 'pod', HOSTS, free_port(), env)
   for name, value in pod.gcloud_on_path(tmp_path / 'bin').items():
@@ -65,7 +65,7 @@ def unbroken(inputs, tmp_path_factory):  # noqa: F811
   workdir = tmp_path_factory.mktemp('unbroken')
   port, data = free_port(), [f'--config.data.vocab={inputs}/vocab.model',
                              f'--config.data.source=lines:{inputs}/corpus/*.txt']
-  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': '--xla_force_host_platform_device_count=2'}
+  env = {**os.environ, 'PYTHONPATH': str(ROOT), 'XLA_FLAGS': xla_flags(2)}
   hosts = [subprocess.Popen([sys.executable, '-m', 'albert_jax.train', '--config=configs/tiny.py',
                              f'--workdir={workdir}', *TRAIN, *data, '--distributed',
                              f'--coordinator_address=127.0.0.1:{port}', '--num_processes=2', f'--process_id={i}'],

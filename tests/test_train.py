@@ -21,7 +21,7 @@ from albert_jax import fit, goodput, metrics, train
 from albert_jax.data import pipeline
 from albert_jax.data.tokenizer import VocabError
 from albert_jax.errors import ConfigError
-from conftest import ROOT
+from conftest import ROOT, xla_flags
 
 
 def small(config, **train_overrides):
@@ -229,7 +229,7 @@ def run_cli(tiny_config, workdir, *extra, devices=2):
           '--config.train.warmup_steps=5',
           '--config.train.eval_every=1000', '--config.train.eval_batches=1', '--config.train.checkpoint_every=10',
           "--config.train.fill_mask_text=", "--config.train.fill_mask_word=", *extra]
-  env = {**os.environ, 'XLA_FLAGS': f'--xla_force_host_platform_device_count={devices}'}
+  env = {**os.environ, 'XLA_FLAGS': xla_flags(devices)}
   return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
