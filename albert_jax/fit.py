@@ -123,19 +123,19 @@ def fewest_microbatches(try_config: Callable, config, remat: str, per_shard: int
   compile that fits runs to the end (a minute or more for a large model), so every count but the answer should
   fail. Up by doubling the count; past the first that fits, the counts between it and the last that failed, upward."""
   counts = [k for k in range(max(start, 1), per_shard + 1) if per_shard % k == 0]
+  if not counts:
+    return None
 
   def fits(i: int) -> bool:
     tries.append(try_config(with_settings(config, remat, counts[i])))
     return tries[-1].fits
 
   failed, i = -1, 0  # counts[failed] does not fit
-  while i < len(counts) and not fits(i):
+  while not fits(i):
     failed = i
     i = next((j for j in range(i + 1, len(counts)) if counts[j] >= 2 * counts[i]), len(counts) - 1)
     if i == failed:  # the last count (one row per microbatch) did not fit either
       return None
-  if not counts:
-    return None
   fitting = tries[-1]
   for j in range(failed + 1, i):  # between the last failure and the doubled count that fit
     if fits(j):
