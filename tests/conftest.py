@@ -27,6 +27,9 @@ os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')  # test workers compile
 if 'JAX_COMPILATION_CACHE_DIR' not in os.environ:
   os.environ['JAX_COMPILATION_CACHE_DIR'] = tempfile.mkdtemp(prefix='albert_jax_test_xla_cache_')
   atexit.register(shutil.rmtree, os.environ['JAX_COMPILATION_CACHE_DIR'], ignore_errors=True)
+# Every compile kept, not only those over a second (JAX's default): without LLVM's optimizations most of a tiny
+# model's programs compile in less, and each training subprocess compiled them all again.
+os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0')
 # File sources keep their corpus index in ~/.cache (data/corpus_index.py) unless told otherwise: the tests' go to a
 # folder of this session's, as their corpora are its own.
 if 'XDG_CACHE_HOME' not in os.environ:
