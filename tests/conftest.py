@@ -19,7 +19,10 @@ def xla_flags(devices: int) -> str:
   return f'--xla_force_host_platform_device_count={devices} {CPU_COMPILE_FLAGS}'
 
 
-os.environ.setdefault('XLA_FLAGS', xla_flags(8))
+# The tests' own process has 8 fake CPU devices (jax_num_cpu_devices, below) for its sharding tests; a process a test
+# starts has one, as on a laptop, unless the test gives it xla_flags(N): a tiny model's 40 steps over 8 devices of 2
+# cores took 25 s of CPU against 16 on one.
+os.environ.setdefault('XLA_FLAGS', CPU_COMPILE_FLAGS)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 os.environ.setdefault('ALLOW_MULTIPLE_LIBTPU_LOAD', '1')  # test workers compile for TPU topologies side by side
 # Many tests compile the same small programs afresh (a new jit per run, a train CLI per subprocess): JAX's persistent
@@ -37,6 +40,11 @@ if 'XDG_CACHE_HOME' not in os.environ:
   atexit.register(shutil.rmtree, os.environ['XDG_CACHE_HOME'], ignore_errors=True)
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+import jax  # noqa: E402  (after the environment above, which it reads)
+
+if '--xla_force_host_platform_device_count' not in os.environ['XLA_FLAGS']:
+  jax.config.update('jax_num_cpu_devices', 8)
 
 import pytest  # noqa: E402
 
