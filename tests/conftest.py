@@ -44,7 +44,10 @@ sys.path.insert(0, str(ROOT))
 import jax  # noqa: E402  (after the environment above, which it reads)
 
 if '--xla_force_host_platform_device_count' not in os.environ['XLA_FLAGS']:
-  jax.config.update('jax_num_cpu_devices', 8)
+  try:
+    jax.config.update('jax_num_cpu_devices', 8)
+  except AttributeError:  # a JAX without the option: the flag, which the started processes then inherit too
+    os.environ['XLA_FLAGS'] = xla_flags(8)
 
 import pytest  # noqa: E402
 
