@@ -47,7 +47,7 @@ if '--xla_force_host_platform_device_count' not in os.environ['XLA_FLAGS']:
   try:
     jax.config.update('jax_num_cpu_devices', 8)
   except AttributeError:  # a JAX without the option: the flag, which the started processes then inherit too
-    os.environ['XLA_FLAGS'] = xla_flags(8)
+    os.environ['XLA_FLAGS'] += ' --xla_force_host_platform_device_count=8'
 
 import pytest  # noqa: E402
 
